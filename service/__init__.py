@@ -1,0 +1,1 @@
+"""bbkb-service: BBKB optimisation as a distributed batch-evaluation service."""

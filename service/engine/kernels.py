@@ -1,0 +1,159 @@
+"""Kernels k(x, x') evaluated in bounded-memory row blocks.
+
+All kernels are stationary or dot-product kernels on rows of float64 matrices. ``kappa2`` is an
+upper bound on k(x, x) over the candidate set (ENGINE.md notation).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ConfigError
+
+#: Rows per block when a kernel matrix against all candidates is needed (about 16 MB at m = 256).
+DEFAULT_BLOCK_ROWS = 8192
+
+
+def _sq_dists(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Squared Euclidean distances, shape (n, m), through one matrix product (clipped at 0)."""
+    d2 = np.einsum("ij,ij->i", X, X)[:, None] + np.einsum("ij,ij->i", Y, Y)[None, :]
+    d2 -= 2.0 * (X @ Y.T)
+    np.maximum(d2, 0.0, out=d2)
+    return d2
+
+
+class Kernel(ABC):
+    """A positive-definite kernel with a serialisable parameter dictionary."""
+
+    name: str
+
+    @abstractmethod
+    def __call__(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """Kernel matrix of shape (len(X), len(Y))."""
+
+    @abstractmethod
+    def diag(self, X: np.ndarray) -> np.ndarray:
+        """k(x, x) for every row of X, shape (len(X),)."""
+
+    @abstractmethod
+    def params(self) -> dict[str, float]:
+        """Parameters as plain floats (for persistence and display)."""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, **self.params()}
+
+    def blocks(
+        self, X: np.ndarray, Y: np.ndarray, block_rows: int = DEFAULT_BLOCK_ROWS
+    ) -> Iterator[tuple[slice, np.ndarray]]:
+        """Yield (row slice, k(X[slice], Y)) so that the full kernel matrix never exists at once."""
+        for start in range(0, len(X), block_rows):
+            rows = slice(start, min(start + block_rows, len(X)))
+            yield rows, self(X[rows], Y)
+
+
+def _positive(name: str, value: float) -> float:
+    value = float(value)
+    if not np.isfinite(value) or value <= 0.0:
+        raise ConfigError(f"kernel {name} must be a positive finite number, got {value!r}",
+                          field=f"kernel.{name}")
+    return value
+
+
+@dataclass(frozen=True)
+class RBF(Kernel):
+    """Gaussian kernel variance * exp(-||x - x'||^2 / (2 lengthscale^2)) (the papers' bandwidth sigma)."""
+
+    lengthscale: float = 1.0
+    variance: float = 1.0
+    name = "rbf"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lengthscale", _positive("lengthscale", self.lengthscale))
+        object.__setattr__(self, "variance", _positive("variance", self.variance))
+
+    def __call__(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        K = _sq_dists(X, Y)
+        K *= -0.5 / self.lengthscale**2
+        np.exp(K, out=K)
+        K *= self.variance
+        return K
+
+    def diag(self, X: np.ndarray) -> np.ndarray:
+        return np.full(len(X), self.variance)
+
+    def params(self) -> dict[str, float]:
+        return {"lengthscale": self.lengthscale, "variance": self.variance}
+
+
+@dataclass(frozen=True)
+class Matern52(Kernel):
+    """Matern-5/2: variance * (1 + sqrt5 r/l + 5 r^2 / (3 l^2)) exp(-sqrt5 r / l)."""
+
+    lengthscale: float = 1.0
+    variance: float = 1.0
+    name = "matern52"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lengthscale", _positive("lengthscale", self.lengthscale))
+        object.__setattr__(self, "variance", _positive("variance", self.variance))
+
+    def __call__(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        s = np.sqrt(5.0 * _sq_dists(X, Y)) / self.lengthscale
+        return self.variance * (1.0 + s + s * s / 3.0) * np.exp(-s)
+
+    def diag(self, X: np.ndarray) -> np.ndarray:
+        return np.full(len(X), self.variance)
+
+    def params(self) -> dict[str, float]:
+        return {"lengthscale": self.lengthscale, "variance": self.variance}
+
+
+@dataclass(frozen=True)
+class Linear(Kernel):
+    """Linear kernel variance * <x, x'> + offset."""
+
+    variance: float = 1.0
+    offset: float = 0.0
+    name = "linear"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "variance", _positive("variance", self.variance))
+        offset = float(self.offset)
+        if not np.isfinite(offset) or offset < 0.0:
+            raise ConfigError(f"kernel offset must be finite and >= 0, got {offset!r}",
+                              field="kernel.offset")
+        object.__setattr__(self, "offset", offset)
+
+    def __call__(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        return self.variance * (X @ Y.T) + self.offset
+
+    def diag(self, X: np.ndarray) -> np.ndarray:
+        return self.variance * np.einsum("ij,ij->i", X, X) + self.offset
+
+    def params(self) -> dict[str, float]:
+        return {"variance": self.variance, "offset": self.offset}
+
+
+KERNELS: dict[str, type[Kernel]] = {"rbf": RBF, "gaussian": RBF, "matern52": Matern52,
+                                    "linear": Linear}
+
+
+def make_kernel(spec: Kernel | dict[str, object] | None) -> Kernel:
+    """Build a kernel from ``{"name": "rbf", "lengthscale": 2.0}`` (or pass a Kernel through)."""
+    if spec is None:
+        return RBF()
+    if isinstance(spec, Kernel):
+        return spec
+    params = dict(spec)
+    name = str(params.pop("name", "rbf")).lower()
+    if name not in KERNELS:
+        raise ConfigError(f"unknown kernel {name!r}; choose one of {sorted(set(KERNELS))}",
+                          field="kernel.name")
+    try:
+        return KERNELS[name](**params)  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise ConfigError(f"bad parameters for kernel {name!r}: {exc}", field="kernel") from exc

@@ -1,0 +1,372 @@
+"""One ask/tell engine for every strategy: a posterior model, a selector and a stopping rule.
+
+A :class:`Strategy` hands out candidates batch by batch (BBKB Alg. 1). Inside a batch the
+posterior mean and the dictionary are frozen and pending points shrink the variance; at the next
+opening the outcomes that have arrived are folded in and a new dictionary is sampled.
+
+- ``sync`` mode (the paper's protocol): a closed batch opens the next one only once every
+  selection has a value or was abandoned; until then :meth:`Strategy.ask` returns nothing and
+  :attr:`Strategy.waiting` says why.
+- ``async`` mode: the next batch opens at once, folding whatever feedback has arrived; pending
+  points count in the variance only.
+
+Randomness is drawn from counter-based streams ``default_rng([seed, stream, index])`` (index = t
+for a selection, b for a dictionary), so the state to persist is just the seed. Rebuilding from
+:class:`EngineState` recomputes the current batch's posterior from the records and replays its
+selections through the same code, hence proposes exactly what the live object would.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .config import EngineConfig
+from .dictionary import resparsify, uncertainty_sampling, warm_start_dictionary
+from .errors import CandidateError, SelectionError
+from .exact import ExactPosterior
+from .nystrom import NystromPosterior
+from .records import (ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Records, Selection)
+from .rules import (CombinedRule, FixedSizeRule, GlobalRule, LocalRule, ProductRule,
+                    StoppingRule)
+from .selectors import Design, EpsilonGreedy, LazyUCB, Selector, Thompson, Uniform
+
+STREAM_SELECT, STREAM_DICTIONARY, STREAM_DESIGN = 0, 1, 2
+_EXACT = ("gp-ucb", "gp-bucb")
+_NO_DICTIONARY = ("uniform",) + _EXACT
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """What happened in one batch (for reports and the service's batch history)."""
+
+    index: int
+    start: int
+    dictionary_size: int
+    embedding_dim: int
+    open_seconds: float
+    size: int = 0
+    stop_reason: str | None = None
+
+
+@dataclass
+class EngineState:
+    """Everything needed, with config and candidates, to rebuild a strategy exactly."""
+
+    batch: int
+    batch_start: int
+    dictionary: np.ndarray
+    records: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def as_candidates(candidates: Any) -> np.ndarray:
+    """Validate the (A, d) candidate matrix and return it as C-contiguous float64."""
+    try:
+        X = np.ascontiguousarray(candidates, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise CandidateError(f"candidates must be a numeric matrix: {exc}",
+                             field="candidates") from exc
+    if X.ndim != 2:
+        raise CandidateError(f"candidates must be a 2-D matrix (A, d), got shape {X.shape}",
+                             field="candidates")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise CandidateError(f"candidate set is empty (shape {X.shape})", field="candidates")
+    bad = ~np.isfinite(X)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise CandidateError(f"candidates contain NaN or inf (first at row {row}, column {col})",
+                             field="candidates")
+    return X
+
+
+def _finite_value(value: Any) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError) as exc:
+        raise SelectionError(f"value must be a number, got {value!r}", field="value") from exc
+    if not math.isfinite(out):
+        raise SelectionError(f"value must be finite, got {out!r}", field="value")
+    return out
+
+
+class Strategy:
+    """Ask/tell optimiser over a finite candidate set (BBKB and its family)."""
+
+    def __init__(self, candidates: Any, config: EngineConfig | dict[str, Any] | None = None,
+                 **overrides: Any) -> None:
+        if not isinstance(config, EngineConfig):
+            config = EngineConfig(**((config or {}) | overrides))
+        elif overrides:
+            config = config.replace(**overrides)
+        self.config = config
+        self.candidates = as_candidates(candidates)
+        self._records = Records()
+        self._batch, self._batch_start = -1, 0
+        self._dictionary = np.zeros(0, dtype=np.int64)
+        self._closed = True
+        self._posterior: Any = None
+        self._exact = (ExactPosterior(config.kernel, self.candidates, config.lam)
+                       if config.strategy in _EXACT else None)
+        self.batches: list[BatchInfo] = []
+        self.replay_mismatches = 0
+
+    # ------------------------------------------------------------------ public surface
+    @property
+    def n_arms(self) -> int:
+        return len(self.candidates)
+
+    @property
+    def t(self) -> int:
+        """Number of records (selections and imported observations)."""
+        return len(self._records)
+
+    @property
+    def batch(self) -> int:
+        """Index of the current batch (-1 before the first ask)."""
+        return self._batch
+
+    @property
+    def batch_closed(self) -> bool:
+        return self._closed
+
+    @property
+    def dictionary(self) -> np.ndarray:
+        return self._dictionary.copy()
+
+    @property
+    def waiting(self) -> str | None:
+        """Why ask() would return nothing now (sync mode only), else None."""
+        if not (self._closed and self._batch >= 0 and self.config.mode == "sync"):
+            return None
+        pending = int(np.count_nonzero(self._records.status == PENDING))
+        if pending == 0:
+            return None
+        return f"batch {self._batch} is complete; waiting for {pending} pending result(s)"
+
+    @property
+    def records(self) -> dict[str, np.ndarray]:
+        """Copies of the history columns (arm, batch, kind, status, value, folded, var_start)."""
+        return self._records.columns()
+
+    def ask(self, count: int = 1) -> list[Selection]:
+        """Up to ``count`` next selections; fewer only while a sync batch waits for results."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise SelectionError(f"count must be a positive integer, got {count!r}",
+                                 field="count")
+        out: list[Selection] = []
+        while len(out) < count:
+            if self._closed:
+                if self.waiting:
+                    break
+                self._open_batch()
+            out.append(self._select(len(self._records)))
+        return out
+
+    def ask_batch(self) -> list[Selection]:
+        """The rest of the current batch (a whole batch if one has to be opened)."""
+        if self._closed:
+            if self.waiting:
+                return []
+            self._open_batch()
+        out = []
+        while not self._closed:
+            out.append(self._select(len(self._records)))
+        return out
+
+    def tell(self, t: int, value: float) -> None:
+        """Record the observed value of selection t (any time, in any order; idempotent)."""
+        t, value = self._records.check(t), _finite_value(value)
+        status = self._records.status[t]
+        if status == OBSERVED:
+            if self._records.value[t] == value:
+                return
+            raise SelectionError(f"selection {t} already has value {self._records.value[t]!r};"
+                                 f" refusing a different value {value!r}", field="value")
+        if status == ABANDONED:
+            raise SelectionError(f"selection {t} was abandoned; its value can no longer be used",
+                                 field="t")
+        self._records.set(t, status=OBSERVED, value=value)
+
+    def abandon(self, t: int) -> None:
+        """Selection t failed for good: it stops counting once the next batch opens."""
+        t = self._records.check(t)
+        status = self._records.status[t]
+        if status == OBSERVED:
+            raise SelectionError(f"selection {t} already has a value; it cannot be abandoned",
+                                 field="t")
+        self._records.set(t, status=ABANDONED)
+
+    def observe(self, arm: int, value: float) -> int:
+        """Import an existing (candidate, value) pair (warm start); returns its t."""
+        if isinstance(arm, bool) or not isinstance(arm, int | np.integer) \
+                or not 0 <= arm < self.n_arms:
+            raise SelectionError(f"unknown candidate index {arm!r} (A = {self.n_arms})",
+                                 field="candidate")
+        value = _finite_value(value)
+        if self._posterior is not None:
+            var = float(self._posterior.variance_start[arm])
+        else:
+            var = float(self.config.kernel.diag(self.candidates[arm : arm + 1])[0]
+                        / self.config.lam)
+        return self._records.append(arm=int(arm), batch=max(self._batch, 0), kind=IMPORTED,
+                                    status=OBSERVED, value=value, folded=-1, var_start=var)
+
+    def predict(self) -> tuple[np.ndarray, np.ndarray]:
+        """Frozen mean and start-of-batch sigma~^2 of every candidate, shape (A,) each."""
+        if self._posterior is None:
+            prior = self.config.kernel.diag(self.candidates) / self.config.lam
+            return np.zeros(self.n_arms), prior
+        return self._posterior.mean.copy(), self._posterior.variance_start.copy()
+
+    def state(self) -> EngineState:
+        return EngineState(self._batch, self._batch_start, self._dictionary.copy(),
+                           self._records.columns())
+
+    @classmethod
+    def restore(cls, candidates: Any, config: EngineConfig | dict[str, Any],
+                state: EngineState) -> Strategy:
+        """Rebuild from config, candidates and state; proposes what the live object would."""
+        strategy = cls(candidates, config)
+        records = Records.from_columns(state.records)
+        if len(records) and (records.arm.min() < 0 or records.arm.max() >= strategy.n_arms):
+            raise SelectionError("history refers to candidate indices outside the candidate set",
+                                 field="records.arm")
+        strategy._records = records
+        if state.batch < 0:
+            return strategy
+        if not 0 <= state.batch_start <= len(records):
+            raise SelectionError(f"batch_start {state.batch_start} outside the history",
+                                 field="batch_start")
+        strategy._install_batch(state.batch, state.batch_start,
+                                np.asarray(state.dictionary, dtype=np.int64), float("nan"))
+        for t in range(state.batch_start, len(records)):
+            if records.kind[t] == SUGGESTED:
+                strategy._select(t, replay_arm=int(records.arm[t]))
+        return strategy
+
+    # ------------------------------------------------------------------ batch lifecycle
+    def _rng(self, stream: int, index: int) -> np.random.Generator:
+        return np.random.default_rng([self.config.seed, stream, index])
+
+    def _select(self, t: int, replay_arm: int | None = None) -> Selection:
+        arm = self._selector.select(self._rng(STREAM_SELECT, t))
+        if replay_arm is not None:
+            self.replay_mismatches += arm != replay_arm
+            arm = replay_arm
+        variance = float(self._posterior.variance_start[arm])
+        if replay_arm is None:
+            self._records.append(arm=arm, batch=self._batch, kind=SUGGESTED, status=PENDING,
+                                 value=math.nan, folded=-1, var_start=variance)
+        reason = self._rule.closes(arm)  # before the update: GP-BUCB needs sigma^2_{s-1}(x_s)
+        self._posterior.add_pending(arm)
+        info = self.batches[-1]
+        self.batches[-1] = BatchInfo(**{**info.__dict__, "size": info.size + 1,
+                                        "stop_reason": reason})
+        self._closed = reason is not None
+        return Selection(t, arm, self._batch, variance)
+
+    def _open_batch(self) -> None:
+        started = time.perf_counter()
+        b, start = self._batch + 1, len(self._records)
+        records = self._records
+        resolved = records.unfolded_resolved()
+        records.folded[resolved] = b  # the outcomes that arrived enter the model now
+        dictionary = self._sample_dictionary(b, start)
+        self._install_batch(b, start, dictionary, started)
+
+    def _masks(self, start: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Records (t < start) in V_all and observed, as of the opening of batch b."""
+        status, folded = self._records.status[:start], self._records.folded[:start]
+        done = (folded >= 0) & (folded <= b)
+        return ~((status == ABANDONED) & done), (status == OBSERVED) & done
+
+    def _counts(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Distinct arms, multiplicities and sums of values of the masked records."""
+        n = len(mask)
+        arms, inverse, counts = np.unique(self._records.arm[:n][mask], return_inverse=True,
+                                          return_counts=True)
+        values = np.nan_to_num(self._records.value[:n][mask])
+        return arms, counts, np.bincount(inverse, weights=values, minlength=len(arms))
+
+    def _sample_dictionary(self, b: int, start: int) -> np.ndarray:
+        cfg = self.config
+        if cfg.strategy in _NO_DICTIONARY:
+            return np.zeros(0, dtype=np.int64)
+        arms, counts, _ = self._counts(self._masks(start, b)[0])
+        rng = self._rng(STREAM_DICTIONARY, b)
+        if self._posterior is None:
+            return warm_start_dictionary(cfg.kernel, self.candidates, arms, counts, lam=cfg.lam,
+                                         oversampling=cfg.oversampling, rng=rng,
+                                         block_rows=cfg.block_rows)
+        return resparsify(arms, counts, self._posterior.variance_start, cfg.oversampling, rng)
+
+    def _install_batch(self, b: int, start: int, dictionary: np.ndarray, started: float) -> None:
+        """Build batch b's posterior, selector and rule from the records (live and restore)."""
+        self._batch, self._batch_start, self._dictionary = b, start, dictionary
+        pulled, observed = self._masks(start, b)
+        self._posterior = self._build_posterior(pulled, observed)
+        self._selector, self._rule = self._components(b, start)
+        self._rule.start(self._posterior)
+        self._selector.start(self._posterior, self._width(observed))
+        self._closed = False
+        seconds = time.perf_counter() - started if math.isfinite(started) else math.nan
+        self.batches.append(BatchInfo(b, start, len(dictionary),
+                                      getattr(self._posterior, "dim", 0), seconds))
+
+    def _build_posterior(self, pulled: np.ndarray, observed: np.ndarray) -> Any:
+        cfg = self.config
+        if self._exact is not None:
+            n = len(pulled)
+            self._exact.reset_to(self._records.arm[:n][pulled].tolist())
+            self._exact.open_batch(np.flatnonzero(observed[pulled]),
+                                   self._records.value[:n][observed])
+            return self._exact
+        arms, counts, _ = self._counts(pulled)
+        obs_arms, obs_counts, obs_sums = self._counts(observed)
+        return NystromPosterior(cfg.kernel, self.candidates, self._dictionary, lam=cfg.lam,
+                                pulled_arms=arms, pulled_counts=counts, observed_arms=obs_arms,
+                                observed_counts=obs_counts, observed_sums=obs_sums,
+                                block_rows=cfg.block_rows)
+
+    def _components(self, b: int, start: int) -> tuple[Selector, StoppingRule]:
+        cfg = self.config
+        if b == 0 and start == 0 and cfg.strategy != "uniform":
+            design = self._initial_design()
+            return Design(design), FixedSizeRule(len(design), "initial")
+        batched = {"global": GlobalRule, "local": LocalRule, "combined": CombinedRule}
+        table: dict[str, tuple[Selector, StoppingRule]] = {
+            "bbkb": (LazyUCB(), batched[cfg.stopping_rule](cfg.batch_threshold)),
+            "bkb": (LazyUCB(), FixedSizeRule(1, "sequential")),
+            "gp-ucb": (LazyUCB(), FixedSizeRule(1, "sequential")),
+            "gp-bucb": (LazyUCB(), ProductRule(cfg.batch_threshold)),
+            "thompson": (Thompson(), FixedSizeRule(cfg.batch_size)),
+            "epsilon-greedy": (EpsilonGreedy(cfg.epsilon), FixedSizeRule(cfg.batch_size)),
+            "uniform": (Uniform(), FixedSizeRule(cfg.batch_size)),
+        }
+        return table[cfg.strategy]
+
+    def _initial_design(self) -> list[int]:
+        """Uncertainty sampling for a minimum parallelism P (Alg. 3), else one uniform arm."""
+        cfg = self.config
+        design: list[int] = []
+        if cfg.min_parallelism is not None:
+            design = uncertainty_sampling(cfg.kernel, self.candidates, lam=cfg.lam,
+                                          min_parallelism=cfg.min_parallelism,
+                                          max_points=cfg.max_init_points)
+        return design or [int(self._rng(STREAM_DESIGN, 0).integers(self.n_arms))]
+
+    def _width(self, observed: np.ndarray) -> float:
+        """alpha = explore * C * beta, beta of BBKB Theorem 2 over the folded observations."""
+        cfg = self.config
+        inflation = 1.0 if self._exact is not None else 3.0  # Lemma 2's factor 3 for Nystrom
+        var = self._records.var_start[: len(observed)][observed]
+        info_gain = float(np.sum(np.log1p(inflation * var)))
+        beta = (2.0 * cfg.noise * math.sqrt(info_gain + math.log(1.0 / cfg.delta))
+                + (1.0 + math.sqrt(2.0)) * math.sqrt(cfg.lam) * cfg.rkhs_bound)
+        multiplier = {"bbkb": cfg.batch_threshold, "gp-bucb": cfg.batch_threshold,
+                      "thompson": 0.1}.get(cfg.strategy, 1.0)
+        return cfg.explore * multiplier * beta

@@ -1,0 +1,1 @@
+"""SQL persistence (SQLAlchemy 2)."""

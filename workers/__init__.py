@@ -1,0 +1,1 @@
+"""Workers that evaluate candidates pulled from Redis (RQ)."""
