@@ -142,7 +142,7 @@ KERNELS: dict[str, type[Kernel]] = {"rbf": RBF, "gaussian": RBF, "matern52": Mat
                                     "linear": Linear}
 
 
-def make_kernel(spec: Kernel | dict[str, object] | None) -> Kernel:
+def make_kernel(spec: Kernel | dict[str, object] | None = None) -> Kernel:
     """Build a kernel from ``{"name": "rbf", "lengthscale": 2.0}`` (or pass a Kernel through)."""
     if spec is None:
         return RBF()

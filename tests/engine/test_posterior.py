@@ -1,0 +1,134 @@
+"""The Nystrom posterior: exactness with a full dictionary, rank-one updates, embedding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from service.engine import RBF, Linear, Matern52
+from service.engine.exact import ExactPosterior
+from service.engine.nystrom import Embedding, NystromPosterior
+
+from .helpers import exact_posterior
+
+KERNELS = [RBF(lengthscale=0.7), Matern52(lengthscale=0.8, variance=2.0)]
+
+
+def _nystrom(kernel, X, dictionary, pulled, observed, values, lam, block_rows=7):
+    arms, counts = np.unique(pulled, return_counts=True)
+    o_arms, inverse, o_counts = np.unique(observed, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=values, minlength=len(o_arms))
+    return NystromPosterior(kernel, X, dictionary, lam=lam, pulled_arms=arms,
+                            pulled_counts=counts, observed_arms=o_arms, observed_counts=o_counts,
+                            observed_sums=sums, block_rows=block_rows)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("lam", [0.05, 1.0])
+def test_full_dictionary_equals_exact_gp(kernel, lam):
+    """With S = all pulled arms the DTC posterior is the exact GP posterior (ENGINE.md)."""
+    rng = np.random.default_rng(1)
+    X = rng.random((60, 3)) * 2
+    pulled = rng.choice(12, size=20)  # repeated arms among the first 12 candidates
+    observed = pulled[:14]  # the last six selections are still pending
+    values = rng.standard_normal(len(observed))
+    post = _nystrom(kernel, X, np.unique(pulled), pulled, observed, values, lam)
+    mean, var = exact_posterior(kernel, X, pulled, observed, values, lam)
+    np.testing.assert_allclose(post.mean, mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(post.variance_start, var, rtol=1e-8, atol=1e-12)
+
+
+def test_exact_posterior_matches_textbook_and_incremental_rows():
+    rng = np.random.default_rng(2)
+    kernel, X, lam = RBF(lengthscale=0.5), rng.random((80, 2)), 0.3
+    pulled = rng.choice(80, size=25)
+    values = rng.standard_normal(25)
+    post = ExactPosterior(kernel, X, lam)
+    post.reset_to(pulled.tolist())
+    post.open_batch(np.arange(25), values)
+    mean, var = exact_posterior(kernel, X, pulled, pulled, values, lam)
+    np.testing.assert_allclose(post.mean, mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(post.variance_start, var, rtol=1e-8, atol=1e-12)
+    # async: the last 5 pending, mean from the first 20 only
+    post.open_batch(np.arange(20), values[:20])
+    mean20, _ = exact_posterior(kernel, X, pulled, pulled[:20], values[:20], lam)
+    np.testing.assert_allclose(post.mean, mean20, rtol=1e-8, atol=1e-10)
+
+
+def test_rank_one_updates_match_recomputation():
+    """BBKB Alg. 1 line 7: in-batch variances equal a fresh posterior with the points added."""
+    rng = np.random.default_rng(3)
+    kernel, X, lam = RBF(lengthscale=0.4), rng.random((200, 2)), 0.5
+    dictionary = rng.choice(200, size=30, replace=False)
+    pulled = rng.choice(200, size=40)
+    post = _nystrom(kernel, X, dictionary, pulled, pulled[:30], rng.random(30), lam)
+    batch = rng.choice(200, size=15)
+    for arm in batch:
+        post.add_pending(int(arm))
+    fresh = _nystrom(kernel, X, dictionary, np.concatenate([pulled, batch]), pulled[:30],
+                     rng.random(30), lam)
+    np.testing.assert_allclose(post.variance(np.arange(200)), fresh.variance_start,
+                               rtol=1e-9, atol=1e-12)
+    # ENGINE.md's explicit formula for one more point a*, in the unwhitened embedding:
+    # sigma2_new(x) = sigma2(x) - (z(x)^T V^-1 z*)^2 / (1 + z*^T V^-1 z*)
+    Z = post.embedding(X)
+    arms, counts = np.unique(np.concatenate([pulled, batch]), return_counts=True)
+    V = (Z[arms] * counts[:, None]).T @ Z[arms] + lam * np.eye(Z.shape[1])
+    a = int(batch[0])
+    Vz = np.linalg.solve(V, Z[a])
+    expected = post.variance(np.arange(200)) - (Z @ Vz) ** 2 / (1.0 + Z[a] @ Vz)
+    post.add_pending(a)
+    np.testing.assert_allclose(post.variance(np.arange(200)), expected, rtol=1e-8, atol=1e-12)
+
+
+def test_block_size_does_not_change_the_posterior():
+    rng = np.random.default_rng(4)
+    kernel, X = RBF(lengthscale=0.6), rng.random((101, 4))
+    pulled = rng.choice(101, size=30)
+    args = (kernel, X, np.unique(pulled)[:10], pulled, pulled, rng.random(30), 1.0)
+    a, b = _nystrom(*args, block_rows=7), _nystrom(*args, block_rows=1000)
+    np.testing.assert_allclose(a.variance_start, b.variance_start, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-12, atol=1e-14)
+
+
+def test_duplicate_dictionary_points_reduce_the_embedding_dimension():
+    """K_S of duplicated points is singular: eigh with a cutoff, never an inverse."""
+    rng = np.random.default_rng(5)
+    points = rng.random((5, 2))
+    emb = Embedding(RBF(lengthscale=1.0), np.vstack([points, points]))
+    assert emb.dim == 5
+    z = emb(points)
+    assert np.all(np.isfinite(z))
+    # z(x)^T z(x') reproduces k on the dictionary
+    np.testing.assert_allclose(z @ z.T, RBF(lengthscale=1.0)(points, points), atol=1e-8)
+
+
+def test_linear_kernel_embedding_has_rank_at_most_d():
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((50, 3))
+    emb = Embedding(Linear(), X[:20])
+    assert emb.dim == 3
+
+
+def test_empty_dictionary_gives_the_prior():
+    X = np.random.default_rng(7).random((30, 2))
+    post = _nystrom(RBF(), X, np.zeros(0, dtype=int), np.zeros(0, dtype=int),
+                    np.zeros(0, dtype=int), np.zeros(0), 2.0)
+    np.testing.assert_allclose(post.variance_start, 0.5)
+    np.testing.assert_allclose(post.mean, 0.0)
+
+
+def test_covariance_start_matches_definition():
+    """k~(x, x') = (k(x, x') - z(x)^T z(x')) / lam + z(x)^T V^-1 z(x') (ENGINE.md)."""
+    rng = np.random.default_rng(8)
+    kernel, X, lam = RBF(lengthscale=0.5), rng.random((70, 2)), 0.7
+    dictionary = rng.choice(70, size=12, replace=False)
+    pulled = rng.choice(70, size=25)
+    post = _nystrom(kernel, X, dictionary, pulled, pulled, rng.random(25), lam)
+    Z = post.embedding(X)
+    arms, counts = np.unique(pulled, return_counts=True)
+    V = (Z[arms] * counts[:, None]).T @ Z[arms] + lam * np.eye(Z.shape[1])
+    j = 9
+    expected = (kernel(X, X[j : j + 1])[:, 0] - Z @ Z[j]) / lam + Z @ np.linalg.solve(V, Z[j])
+    np.testing.assert_allclose(post.covariance_start(j), expected, rtol=1e-8, atol=1e-11)
+    np.testing.assert_allclose(post.covariance_start(j)[j], post.variance_start[j], rtol=1e-9)
