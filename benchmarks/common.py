@@ -1,0 +1,116 @@
+"""Shared helpers for the benchmark scripts: simulation loop, statistics, tables and plots.
+
+Import this module before numpy anywhere else in a benchmark script: it pins BLAS to one thread
+(unless ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` are already set). On a shared 2-core machine
+a multi-threaded OpenBLAS fights the other processes for cores, and small factorisations (a
+120 x 120 ``eigh``) become 50x slower, which would make every timing meaningless.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+if "numpy" in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
+    warnings.warn("numpy was imported before benchmarks/common.py: BLAS threads not pinned",
+                  stacklevel=2)
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import math  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+import numpy as np  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from service.engine import Strategy  # noqa: E402
+from service.problems import Problem  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+
+@dataclass
+class RunResult:
+    """What one simulated run produced (arrays are per step or per batch)."""
+
+    arms: np.ndarray
+    engine_seconds: float
+    mark_seconds: float
+    batch_starts: list[int] = field(default_factory=list)
+    batch_sizes: list[int] = field(default_factory=list)
+    dictionary_sizes: list[int] = field(default_factory=list)
+
+
+def simulate(problem: Problem, strategy: Strategy, steps: int, mark: int,
+             rng: np.random.Generator) -> RunResult:
+    """Sync protocol: ask the rest of the batch, evaluate it, tell every value, repeat.
+
+    ``ask(n)`` returns at most the rest of the current batch (nothing is left pending across
+    batches since every value is told at once), so capping n at the next milestone selects
+    exactly what ``ask_batch`` would while letting the clock stop at step ``mark`` precisely.
+    Only the engine calls are timed, never the objective.
+    """
+    arms: list[int] = []
+    engine, mark_seconds = 0.0, math.nan
+    while len(arms) < steps:
+        target = mark if len(arms) < mark else steps
+        started = time.perf_counter()
+        selections = strategy.ask(target - len(arms))
+        engine += time.perf_counter() - started
+        if not selections:
+            raise RuntimeError(f"engine proposed nothing at step {len(arms)} "
+                               f"(waiting={strategy.waiting!r})")
+        values = [problem.observe(s.arm, rng) for s in selections]
+        started = time.perf_counter()
+        for selection, value in zip(selections, values, strict=True):
+            strategy.tell(selection.t, value)
+        engine += time.perf_counter() - started
+        arms.extend(s.arm for s in selections)
+        if len(arms) == mark:
+            mark_seconds = engine
+    batches = [b for b in strategy.batches if b.start < steps]
+    return RunResult(np.asarray(arms), engine, mark_seconds, [b.start for b in batches],
+                     [min(b.size, steps - b.start) for b in batches],
+                     [b.dictionary_size for b in batches])
+
+
+def regret_ratio(problem: Problem, arms: np.ndarray) -> np.ndarray:
+    """R_t / E[R_t of the uniform policy], the latter in closed form t * (f* - mean f)."""
+    gap = problem.best_value - float(np.mean(problem.values))
+    return problem.regret(arms) / (gap * np.arange(1, len(arms) + 1))
+
+
+def mean_interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Mean over axis 0 and the half-width of its Student-t interval (NaN for one sample)."""
+    samples = np.asarray(samples, dtype=float)
+    n = samples.shape[0]
+    mean = samples.mean(axis=0)
+    if n < 2:
+        return mean, np.full_like(mean, np.nan)
+    scale = stats.t.ppf(0.5 + level / 2, n - 1) / math.sqrt(n)
+    return mean, scale * samples.std(axis=0, ddof=1)
+
+
+def format_table(headers: list[str], rows: list[list[str]]) -> str:
+    """Plain-text table with right-aligned columns (first column left-aligned)."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: list[str]) -> str:
+        parts = [str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        return "  ".join(parts)
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+
+
+def band_plot(ax: Axes, t: np.ndarray, curves: np.ndarray, label: str) -> None:
+    """Mean curve over the rows of ``curves`` with its 95% interval as a shaded band."""
+    mean, half = mean_interval(curves)
+    (line,) = ax.plot(t, mean, label=label, lw=1.4)
+    if np.isfinite(half).any():
+        ax.fill_between(t, mean - half, mean + half, color=line.get_color(), alpha=0.2, lw=0)
