@@ -51,6 +51,8 @@ class BatchInfo:
     open_seconds: float
     size: int = 0
     stop_reason: str | None = None
+    dictionary: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), compare=False,
+                                   repr=False)
 
 
 @dataclass
@@ -200,8 +202,8 @@ class Strategy:
                                  field="t")
         self._records.set(t, status=ABANDONED)
 
-    def observe(self, arm: int, value: float) -> int:
-        """Import an existing (candidate, value) pair (warm start); returns its t."""
+    def observe(self, arm: int, value: float) -> Selection:
+        """Import an existing (candidate, value) pair (warm start) as an observed record."""
         if isinstance(arm, bool) or not isinstance(arm, int | np.integer) \
                 or not 0 <= arm < self.n_arms:
             raise SelectionError(f"unknown candidate index {arm!r} (A = {self.n_arms})",
@@ -212,8 +214,10 @@ class Strategy:
         else:
             var = float(self.config.kernel.diag(self.candidates[arm : arm + 1])[0]
                         / self.config.lam)
-        return self._records.append(arm=int(arm), batch=max(self._batch, 0), kind=IMPORTED,
-                                    status=OBSERVED, value=value, folded=-1, var_start=var)
+        batch = max(self._batch, 0)
+        t = self._records.append(arm=int(arm), batch=batch, kind=IMPORTED, status=OBSERVED,
+                                 value=value, folded=-1, var_start=var)
+        return Selection(t, int(arm), batch, var)
 
     def predict(self) -> tuple[np.ndarray, np.ndarray]:
         """Frozen mean and start-of-batch sigma~^2 of every candidate, shape (A,) each."""
@@ -315,7 +319,8 @@ class Strategy:
         self._closed = False
         seconds = time.perf_counter() - started if math.isfinite(started) else math.nan
         self.batches.append(BatchInfo(b, start, len(dictionary),
-                                      getattr(self._posterior, "dim", 0), seconds))
+                                      getattr(self._posterior, "dim", 0), seconds,
+                                      dictionary=dictionary))
 
     def _build_posterior(self, pulled: np.ndarray, observed: np.ndarray) -> Any:
         cfg = self.config

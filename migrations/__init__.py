@@ -1,0 +1,1 @@
+"""Alembic migrations of the bbkb-service database (shipped inside the package)."""

@@ -1,0 +1,44 @@
+"""Typed dependencies of the route handlers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+from sqlalchemy.orm import Session
+
+from ..auth import LOCAL_OWNER, authenticate, owner_id_for
+from ..runtime import Runtimes
+from ..settings import Settings
+from ..store.database import transaction
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_runtimes(request: Request) -> Runtimes:
+    return request.app.state.runtimes
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    with transaction(request.app.state.sessions) as session:
+        yield session
+
+
+def get_owner(request: Request,
+              authorization: Annotated[str | None, Header()] = None) -> int:
+    state = request.app.state
+    with transaction(state.sessions) as session:
+        if state.settings.auth == "none":
+            if state.local_owner is None:
+                state.local_owner = owner_id_for(session, LOCAL_OWNER)
+            return state.local_owner
+        return authenticate(session, authorization)
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+RuntimesDep = Annotated[Runtimes, Depends(get_runtimes)]
+SessionDep = Annotated[Session, Depends(get_session)]
+OwnerDep = Annotated[int, Depends(get_owner)]

@@ -1,0 +1,44 @@
+"""Every error leaves as JSON ``{"detail": ..., "field": ...}`` with a 4xx status, never a 500."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from ..engine import EngineError
+from ..errors import ServiceError
+
+log = logging.getLogger("bbkb.api")
+
+
+def _json(status: int, detail: str, field: str | None, headers: dict | None = None):
+    return JSONResponse({"detail": detail, "field": field}, status_code=status, headers=headers)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ServiceError)
+    async def _service(_: Request, exc: ServiceError) -> JSONResponse:
+        return _json(exc.status_code, str(exc), exc.field)
+
+    @app.exception_handler(EngineError)
+    async def _engine(_: Request, exc: EngineError) -> JSONResponse:
+        return _json(422, str(exc), exc.field)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+        return _json(422, str(first.get("msg")), ".".join(loc) or None)
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        return _json(exc.status_code, str(exc.detail), None, getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return _json(500, "internal error (logged on the server)", None)

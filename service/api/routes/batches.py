@@ -1,0 +1,29 @@
+"""Batch history (sizes, stop reasons, dictionary sizes) and the best trial."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from ... import studies
+from ...errors import NotFound
+from ...store import queries
+from ..deps import OwnerDep, SessionDep
+from ..schemas import BatchList, TrialPublic
+from .studies import owned
+
+router = APIRouter(prefix="/v1/studies/{study_id}", tags=["batches"])
+
+
+@router.get("/batches")
+def list_batches(study_id: int, owner: OwnerDep, session: SessionDep) -> BatchList:
+    owned(session, study_id, owner)
+    return BatchList(batches=[studies.batch_public(b) for b in queries.batches(session, study_id)])
+
+
+@router.get("/best")
+def get_best(study_id: int, owner: OwnerDep, session: SessionDep) -> TrialPublic:
+    study = owned(session, study_id, owner)
+    best = queries.best_trial(session, study_id, study.spec["direction"] == "maximize")
+    if best is None:
+        raise NotFound(f"study {study_id} has no completed trial yet", field="study_id")
+    return studies.trial_public(best, studies.ParameterDecoder(session, study)(best.candidate))

@@ -1,0 +1,104 @@
+"""Studies: create (inline matrix, search space, or .npy upload), list, get, pause, delete."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+
+from ... import studies
+from ...errors import Conflict, Invalid, NotFound
+from ...store import queries
+from ...store.database import transaction
+from ...store.models import Study
+from ..deps import OwnerDep, RuntimesDep, SessionDep, SettingsDep
+from ..schemas import StudyCreate, StudyList, StudyPublic
+
+router = APIRouter(prefix="/v1/studies", tags=["studies"])
+
+
+def owned(session, study_id: int, owner_id: int) -> Study:  # type: ignore[no-untyped-def]
+    study = session.get(Study, study_id)
+    if study is None or study.owner_id != owner_id or study.status == "deleted":
+        raise NotFound(f"study {study_id} not found", field="study_id")
+    return study
+
+
+@router.post("", status_code=201)
+def create_study(body: StudyCreate, owner: OwnerDep, session: SessionDep,
+                 settings: SettingsDep) -> StudyPublic:
+    if body.candidates is not None:
+        size = sum(len(row) for row in body.candidates)
+        if size > settings.max_inline_numbers:
+            raise Invalid(f"{size} numbers inline; upload large candidate sets as .npy",
+                          field="candidates")
+    spec = studies.build_spec(body, len(body.candidates[0]) if body.candidates else None)
+    candidates = studies.candidates_of(body, seed=int(spec["engine"]["seed"]))
+    study = studies.create(session, owner, body, candidates, spec)
+    return studies.study_public(session, study, studies.ParameterDecoder(session, study,
+                                                                         candidates))
+
+
+@router.put("/{study_id}/candidates", openapi_extra={"requestBody": {"content": {
+    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    "required": True}})
+async def upload_candidates(study_id: int, request: Request, owner: OwnerDep,
+                            settings: SettingsDep) -> StudyPublic:
+    """The candidate matrix of a study created with ``upload: true``, as a .npy file."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > settings.max_upload_bytes:
+            raise Invalid(f"upload larger than {settings.max_upload_bytes} bytes", field="body")
+        chunks.append(chunk)
+    return await run_in_threadpool(_attach, request, study_id, owner, b"".join(chunks))
+
+
+def _attach(request: Request, study_id: int, owner: int, data: bytes) -> StudyPublic:
+    candidates = studies.read_npy(data)
+    with transaction(request.app.state.sessions) as session:
+        study = owned(session, study_id, owner)
+        if study.status != "awaiting_candidates":
+            raise Conflict(f"study {study_id} already has its candidates", field="study_id")
+        studies.attach_candidates(session, study, candidates)
+        return studies.study_public(session, study,
+                                    studies.ParameterDecoder(session, study, candidates))
+
+
+@router.get("")
+def list_studies(owner: OwnerDep, session: SessionDep) -> StudyList:
+    return StudyList(studies=[studies.study_public(session, s, studies.ParameterDecoder(session, s))
+                              for s in queries.studies_of(session, owner)])
+
+
+@router.get("/{study_id}")
+def get_study(study_id: int, owner: OwnerDep, session: SessionDep) -> StudyPublic:
+    study = owned(session, study_id, owner)
+    return studies.study_public(session, study, studies.ParameterDecoder(session, study))
+
+
+def _set_status(study_id: int, owner: int, session, status: str, allowed: tuple) -> StudyPublic:  # type: ignore[no-untyped-def]
+    study = owned(session, study_id, owner)
+    if study.status not in allowed:
+        raise Conflict(f"study {study_id} is {study.status}", field="status")
+    study.status = status  # not an engine change: the version (engine state) stays
+    return studies.study_public(session, study, studies.ParameterDecoder(session, study))
+
+
+@router.post("/{study_id}/pause")
+def pause_study(study_id: int, owner: OwnerDep, session: SessionDep) -> StudyPublic:
+    return _set_status(study_id, owner, session, "paused", ("active", "paused"))
+
+
+@router.post("/{study_id}/resume")
+def resume_study(study_id: int, owner: OwnerDep, session: SessionDep) -> StudyPublic:
+    return _set_status(study_id, owner, session, "active", ("active", "paused"))
+
+
+@router.delete("/{study_id}", status_code=204)
+def delete_study(study_id: int, owner: OwnerDep, session: SessionDep,
+                 runtimes: RuntimesDep) -> None:
+    study = owned(session, study_id, owner)
+    study.status = "deleted"
+    study.name = f"{study.name}#deleted-{study.id}"  # frees the name for a new study
+    study.version += 1
+    runtimes.forget(study_id)

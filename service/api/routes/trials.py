@@ -1,0 +1,138 @@
+"""Suggestions and trials: ask, complete, fail, heartbeat, list, export, warm-start import."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+
+from ... import studies, trials
+from ...errors import NotFound
+from ...store import queries
+from ...store.database import transaction
+from ...store.models import Study, utcnow
+from ..deps import OwnerDep, RuntimesDep, SessionDep, SettingsDep
+from ..schemas import (CompleteRequest, FailRequest, HeartbeatRequest, ImportRequest,
+                       Suggestions, SuggestRequest, TrialPage, TrialPublic, TrialStatus)
+from .studies import owned
+
+router = APIRouter(prefix="/v1/studies/{study_id}", tags=["trials"])
+
+
+@router.post("/suggestions")
+def create_suggestions(study_id: int, body: SuggestRequest, owner: OwnerDep,
+                       runtimes: RuntimesDep) -> Suggestions:
+    """Trials for a worker: its running ones again (idempotent), requeued ones, then new ones."""
+    def change(session, runtime, study):  # type: ignore[no-untyped-def]
+        handed, waiting = trials.ask(session, runtime, study, worker_id=body.worker_id,
+                                     count=body.count, now=utcnow())
+        return Suggestions(
+            trials=[studies.trial_public(t, runtime.parameters(t.candidate)) for t in handed],
+            waiting=waiting, retry_after=trials.RETRY_AFTER_SECONDS if waiting else None)
+    return runtimes.mutate(study_id, owner, change)
+
+
+def _trial_change(runtimes, study_id: int, owner: int, action, **kwargs) -> TrialPublic:  # type: ignore[no-untyped-def]
+    def change(session, runtime, study):  # type: ignore[no-untyped-def]
+        trial = action(session, runtime, now=utcnow(), **kwargs)
+        return studies.trial_public(trial, runtime.parameters(trial.candidate))
+    return runtimes.mutate(study_id, owner, change)
+
+
+@router.post("/trials/{trial_id}/complete")
+def complete_trial(study_id: int, trial_id: int, body: CompleteRequest, owner: OwnerDep,
+                   runtimes: RuntimesDep) -> TrialPublic:
+    return _trial_change(runtimes, study_id, owner, trials.complete, trial_id=trial_id,
+                         value=body.value)
+
+
+@router.post("/trials/{trial_id}/fail")
+def fail_trial(study_id: int, trial_id: int, body: FailRequest, owner: OwnerDep,
+               runtimes: RuntimesDep) -> TrialPublic:
+    return _trial_change(runtimes, study_id, owner, trials.fail, trial_id=trial_id,
+                         reason=body.reason, retryable=body.retryable)
+
+
+@router.post("/trials/{trial_id}/heartbeat")
+def heartbeat_trial(study_id: int, trial_id: int, body: HeartbeatRequest, owner: OwnerDep,
+                    runtimes: RuntimesDep) -> TrialPublic:
+    return _trial_change(runtimes, study_id, owner, trials.heartbeat, trial_id=trial_id,
+                         worker_id=body.worker_id)
+
+
+@router.post("/observations")
+def import_observations(study_id: int, body: ImportRequest, owner: OwnerDep,
+                        runtimes: RuntimesDep) -> dict[str, int]:
+    """Warm start: existing (candidate, value) results enter the study as imported trials."""
+    pairs = [(o.candidate, o.value) for o in body.observations]
+    return {"imported": runtimes.mutate(study_id, owner, lambda s, r, _: trials.import_observations(
+        s, r, pairs, utcnow()))}
+
+
+@router.get("/trials")
+def list_trials(study_id: int, owner: OwnerDep, session: SessionDep, settings: SettingsDep,
+                after: Annotated[int, Query(ge=-1)] = -1,
+                limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+                status: TrialStatus | None = None) -> TrialPage:
+    """Trials in t order after ``after`` (keyset pagination: fast at any depth)."""
+    study = owned(session, study_id, owner)
+    page = queries.trial_page(session, study_id, after=after,
+                              limit=min(limit, settings.page_limit), status=status)
+    decode = studies.ParameterDecoder(session, study)
+    return TrialPage(trials=[studies.trial_public(t, decode(t.candidate)) for t in page],
+                     next_after=page[-1].t if len(page) == min(limit, settings.page_limit)
+                     else None)
+
+
+@router.get("/trials/{trial_id}")
+def get_trial(study_id: int, trial_id: int, owner: OwnerDep, session: SessionDep) -> TrialPublic:
+    study = owned(session, study_id, owner)
+    trial = queries.trial_by_id(session, study_id, trial_id)
+    if trial is None:
+        raise NotFound(f"trial {trial_id} not found in study {study_id}", field="trial_id")
+    return studies.trial_public(trial, studies.ParameterDecoder(session, study)(trial.candidate))
+
+
+@router.get("/export", response_class=StreamingResponse,
+            responses={200: {"content": {"text/csv": {}}}})
+def export_trials(study_id: int, owner: OwnerDep, request: Request,
+                  format: Literal["csv"] = "csv") -> StreamingResponse:
+    """Every trial as CSV (streamed page by page), with named parameters as columns."""
+    with transaction(request.app.state.sessions) as session:
+        study = owned(session, study_id, owner)
+        names = studies.parameter_names(study.spec, study.dim)
+    return StreamingResponse(_csv_rows(request, study_id, names), media_type="text/csv",
+                             headers={"Content-Disposition":
+                                      f'attachment; filename="study-{study_id}.csv"'})
+
+
+CSV_COLUMNS = ["trial_id", "t", "candidate", "batch", "kind", "status", "value", "attempt",
+               "worker_id", "created_at", "completed_at", "error"]
+
+
+def _csv_rows(request: Request, study_id: int, names: list[str]) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(CSV_COLUMNS + names)
+    after = -1
+    while True:
+        with transaction(request.app.state.sessions) as session:
+            page = queries.trial_page(session, study_id, after=after, limit=5000, status=None)
+            decode = studies.ParameterDecoder(session, session.get(Study, study_id))
+            for t in page:
+                params = decode(t.candidate)
+                writer.writerow([t.id, t.t, t.candidate, t.batch, t.kind, t.status,
+                                 "" if t.value is None else repr(t.value), t.attempt,
+                                 t.worker_id or "", t.created_at.isoformat(),
+                                 t.completed_at.isoformat() if t.completed_at else "",
+                                 t.error or ""] + [params.get(n, "") for n in names])
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+        if len(page) < 5000:
+            return
+        after = page[-1].t

@@ -1,0 +1,166 @@
+"""Request and response models of the REST API (one definition, shared with the client SDK).
+
+Only pydantic is imported here, so the SDK can use these models without numpy or the server.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..searchspace import Parameter
+
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
+WorkerId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
+TrialStatus = Literal["pending", "running", "completed", "failed", "abandoned"]
+
+
+class StudyCreate(BaseModel):
+    """A new study: a candidate matrix (inline, or uploaded afterwards as .npy) or a search space.
+
+    ``engine`` holds the optimiser's configuration (keys of ``service.engine.EngineConfig``:
+    strategy, kernel, lam, noise, rkhs_bound, delta, batch_threshold, oversampling,
+    stopping_rule, explore, mode, min_parallelism, batch_size, epsilon, seed).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    direction: Literal["maximize", "minimize"] = "maximize"
+    engine: dict[str, Any] = Field(default_factory=dict)
+    candidates: list[list[float]] | None = Field(
+        default=None, description="Inline candidate matrix (A rows of d numbers).")
+    parameter_names: list[Name] | None = Field(
+        default=None, description="Column names of an inline or uploaded matrix.")
+    search_space: list[Parameter] | None = Field(default=None, max_length=200)
+    n_candidates: int | None = Field(default=None, ge=1, le=10_000_000)
+    upload: bool = Field(default=False, description="Candidates follow as a .npy upload.")
+    objective: Annotated[str, Field(max_length=300)] | None = None
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    lease_seconds: float = Field(default=300.0, gt=0, le=7 * 86400)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> StudyCreate:
+        sources = [self.candidates is not None, self.search_space is not None, self.upload]
+        if sum(sources) != 1:
+            raise ValueError("give exactly one of candidates, search_space or upload=true")
+        if self.search_space is not None and self.n_candidates is None:
+            raise ValueError("a search space needs n_candidates")
+        return self
+
+
+class TrialPublic(BaseModel):
+    id: int
+    t: int
+    candidate: int
+    parameters: dict[str, Any]
+    batch: int
+    kind: Literal["suggested", "imported"]
+    status: TrialStatus
+    value: float | None = None
+    attempt: int
+    worker_id: str | None = None
+    lease_expires_at: datetime | None = None
+    created_at: datetime | None = None
+    completed_at: datetime | None = None
+    error: str | None = None
+
+
+class StudyPublic(BaseModel):
+    id: int
+    name: str
+    status: str
+    direction: str
+    strategy: str
+    mode: str
+    n_candidates: int
+    dim: int
+    parameter_names: list[str]
+    n_trials: int
+    counts: dict[str, int]
+    n_batches: int
+    dictionary_size: int
+    best: TrialPublic | None = None
+    created_at: datetime
+    spec: dict[str, Any]
+
+
+class StudyList(BaseModel):
+    studies: list[StudyPublic]
+
+
+class SuggestRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    worker_id: WorkerId
+    count: int = Field(default=1, ge=1, le=10_000)
+
+
+class Suggestions(BaseModel):
+    trials: list[TrialPublic]
+    waiting: str | None = Field(default=None, description="Why fewer trials than asked (sync).")
+    retry_after: float | None = None
+
+
+class CompleteRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    value: float = Field(allow_inf_nan=False)
+    worker_id: WorkerId | None = None
+
+
+class FailRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Annotated[str, Field(max_length=10_000)] = ""
+    retryable: bool = True
+    worker_id: WorkerId | None = None
+
+
+class HeartbeatRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    worker_id: WorkerId | None = None
+
+
+class Observation(BaseModel):
+    """An existing result for warm start: a candidate index and its value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    candidate: int = Field(ge=0)
+    value: float = Field(allow_inf_nan=False)
+
+
+class ImportRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    observations: list[Observation] = Field(min_length=1, max_length=1_000_000)
+
+
+class TrialPage(BaseModel):
+    trials: list[TrialPublic]
+    next_after: int | None = Field(default=None, description="Pass as after= for the next page.")
+
+
+class BatchPublic(BaseModel):
+    index: int
+    start_t: int
+    size: int
+    stop_reason: str | None
+    dictionary_size: int
+    embedding_dim: int
+    open_seconds: float | None
+    opened_at: datetime | None
+    closed_at: datetime | None
+
+
+class BatchList(BaseModel):
+    batches: list[BatchPublic]
+
+
+class ErrorBody(BaseModel):
+    detail: str
+    field: str | None = None

@@ -1,0 +1,118 @@
+"""Study runtime: each study's engine lives in memory, is rebuilt lazily from the database, and
+is mutated only inside :meth:`Runtimes.mutate`.
+
+``mutate`` takes a per-study thread lock (requests of one study are serialised around the engine)
+and, inside one database transaction, the per-study database lock (advisory lock on PostgreSQL,
+the write lock of ``BEGIN IMMEDIATE`` on SQLite). If the study's ``version`` in the database is
+not the one the cached engine was built at (another server process changed it), the engine is
+rebuilt from the database first. Every change bumps the version and is committed before the
+caller answers. Operations validate before they touch the engine, so a client error leaves the
+cached engine valid; any other failure drops it, and the next request rebuilds it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+from sqlalchemy.orm import Session, sessionmaker
+
+from .engine import EngineConfig, EngineError, Strategy
+from .errors import NotFound, ServiceError
+from .searchspace import SearchSpace, decode_matrix_row
+from .store import queries
+from .store.database import lock_study, transaction
+from .store.models import Study, utcnow
+
+T = TypeVar("T")
+
+
+@dataclass
+class StudyRuntime:
+    """One study's engine and what is needed to talk about its candidates."""
+
+    study_id: int
+    version: int
+    spec: dict[str, Any]
+    candidates: np.ndarray
+    strategy: Strategy
+
+    @property
+    def sign(self) -> float:
+        """+1 to maximise, -1 to minimise (the engine always maximises)."""
+        return -1.0 if self.spec["direction"] == "minimize" else 1.0
+
+    def parameters(self, candidate: int) -> dict[str, Any]:
+        return decode_parameters(self.spec, self.candidates[candidate])
+
+
+def decode_parameters(spec: dict[str, Any], row: np.ndarray) -> dict[str, Any]:
+    space = spec["parameters"]
+    if space["kind"] == "space":
+        return SearchSpace(parameters=space["space"]).decode(row)
+    return decode_matrix_row(space["names"] or [f"x{i}" for i in range(len(row))], row)
+
+
+class Runtimes:
+    """Cache of study runtimes with the locking protocol described in the module docstring."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self._sessions = sessions
+        self._cache: dict[int, StudyRuntime] = {}
+        self._candidates: dict[int, np.ndarray] = {}
+        self._locks: dict[int, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, study_id: int) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(study_id, threading.Lock())
+
+    def forget(self, study_id: int) -> None:
+        self._cache.pop(study_id, None)
+        self._candidates.pop(study_id, None)
+
+    def mutate(self, study_id: int, owner_id: int | None,
+               change: Callable[[Session, StudyRuntime, Study], T]) -> T:
+        """Run ``change`` on the study's current engine and commit it (see module docstring)."""
+        with self._lock(study_id):
+            try:
+                with transaction(self._sessions) as session:
+                    lock_study(session, study_id)
+                    study = session.get(Study, study_id)
+                    if study is None or study.status == "deleted" or (
+                            owner_id is not None and study.owner_id != owner_id):
+                        raise NotFound(f"study {study_id} not found", field="study_id")
+                    runtime = self._current(session, study)
+                    result = change(session, runtime, study)
+                    study.version += 1
+                    study.updated_at = utcnow()
+                    runtime.version = study.version
+            except (ServiceError, EngineError):
+                raise  # raised before the engine was touched: the cache stays valid
+            except BaseException:
+                self._cache.pop(study_id, None)
+                raise
+        return result
+
+    def _current(self, session: Session, study: Study) -> StudyRuntime:
+        cached = self._cache.get(study.id)
+        if cached is not None and cached.version == study.version:
+            return cached
+        runtime = self.load(session, study)
+        self._cache[study.id] = runtime
+        return runtime
+
+    def load(self, session: Session, study: Study) -> StudyRuntime:
+        """Rebuild the study's engine from the database (exact: same proposals as before)."""
+        candidates = self._candidates.get(study.id)
+        if candidates is None:
+            candidates = queries.load_candidates(session, study.id)
+            self._candidates[study.id] = candidates
+        config = EngineConfig.from_dict(study.spec["engine"])
+        sign = -1.0 if study.spec["direction"] == "minimize" else 1.0
+        state = queries.load_engine_state(session, study.id, sign)
+        strategy = Strategy.restore(candidates, config, state)
+        return StudyRuntime(study.id, study.version, study.spec, candidates, strategy)

@@ -1,0 +1,102 @@
+"""Search spaces: named parameters <-> rows of the candidate (feature) matrix.
+
+Features are what the kernel sees: floats as they are, log-scale parameters as log(x), integers as
+numbers, categoricals one-hot. A search space plus a count becomes a candidate set by a scrambled
+Sobol sequence (scipy.stats.qmc), seeded by the study's seed.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, model_validator
+from scipy.stats import qmc
+
+Value = float | int | str
+
+
+class Parameter(BaseModel):
+    """One named parameter of a search space."""
+
+    name: Annotated[str, Field(min_length=1, max_length=100)]
+    type: Literal["float", "int", "categorical"] = "float"
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    choices: list[str | float] | None = Field(default=None, max_length=1000)
+
+    @model_validator(mode="after")
+    def _check(self) -> Parameter:
+        if self.type == "categorical":
+            if not self.choices or len(set(map(str, self.choices))) != len(self.choices):
+                raise ValueError(f"parameter {self.name!r}: categorical needs distinct choices")
+            return self
+        if self.low is None or self.high is None or not (
+                math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
+            raise ValueError(f"parameter {self.name!r}: needs finite low < high")
+        if self.log and self.low <= 0:
+            raise ValueError(f"parameter {self.name!r}: a log-scale parameter needs low > 0")
+        return self
+
+    @property
+    def width(self) -> int:
+        """Number of feature columns."""
+        return len(self.choices or []) if self.type == "categorical" else 1
+
+
+class SearchSpace(BaseModel):
+    parameters: Annotated[list[Parameter], Field(min_length=1, max_length=200)]
+
+    @model_validator(mode="after")
+    def _unique(self) -> SearchSpace:
+        names = [p.name for p in self.parameters]
+        if len(set(names)) != len(names):
+            raise ValueError("parameter names must be unique")
+        return self
+
+    @property
+    def dim(self) -> int:
+        return sum(p.width for p in self.parameters)
+
+    def sample(self, n: int, seed: int) -> np.ndarray:
+        """n candidate rows (n, dim) from a scrambled Sobol sequence in the unit cube."""
+        sampler = qmc.Sobol(d=len(self.parameters), scramble=True, seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # n need not be a power of 2
+            unit = sampler.random(n)
+        columns = [self._column(p, unit[:, j]) for j, p in enumerate(self.parameters)]
+        return np.column_stack(columns).astype(np.float64)
+
+    @staticmethod
+    def _column(p: Parameter, u: np.ndarray) -> np.ndarray:
+        if p.type == "categorical":
+            k = len(p.choices or [])
+            return np.eye(k)[np.minimum((u * k).astype(int), k - 1)]
+        lo, hi = float(p.low), float(p.high)  # type: ignore[arg-type]
+        if p.type == "int":
+            return np.minimum(np.floor(lo + u * (hi - lo + 1)), hi)
+        if p.log:
+            return np.log(lo) + u * (np.log(hi) - np.log(lo))
+        return lo + u * (hi - lo)
+
+    def decode(self, row: np.ndarray) -> dict[str, Value]:
+        """Named parameter values of one feature row."""
+        out: dict[str, Value] = {}
+        col = 0
+        for p in self.parameters:
+            if p.type == "categorical":
+                out[p.name] = (p.choices or [])[int(np.argmax(row[col : col + p.width]))]
+            elif p.type == "int":
+                out[p.name] = int(round(row[col]))
+            else:
+                out[p.name] = float(math.exp(row[col]) if p.log else row[col])
+            col += p.width
+        return out
+
+
+def decode_matrix_row(names: list[str], row: np.ndarray) -> dict[str, Any]:
+    """Named values of a row of a user-given candidate matrix."""
+    return {name: float(x) for name, x in zip(names, row, strict=True)}

@@ -1,0 +1,33 @@
+"""Service settings, read from environment variables prefixed ``BBKB_`` (pydantic-settings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of the server; see the README's environment-variable table."""
+
+    model_config = SettingsConfigDict(env_prefix="BBKB_", extra="ignore")
+
+    data_dir: Path = Field(default=Path("bbkb-data"), description="Where the SQLite file lives.")
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default: SQLite file in data_dir (WAL).")
+    redis_url: str | None = None
+    auth: Literal["keys", "none"] = Field(
+        default="keys", description="'none' = single-user embedded mode: every caller is 'local'.")
+    lease_seconds: float = Field(default=300.0, gt=0)
+    reaper_interval: float = Field(default=5.0, gt=0)
+    max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)
+    max_inline_numbers: int = Field(default=2_000_000, gt=0)
+    page_limit: int = Field(default=1000, gt=0)
+
+    @model_validator(mode="after")
+    def _default_database(self) -> Settings:
+        if self.database_url is None:
+            self.database_url = f"sqlite:///{(self.data_dir / 'bbkb.db').as_posix()}"
+        return self

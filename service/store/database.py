@@ -1,0 +1,61 @@
+"""Database engine and transactions: SQLite (WAL, embedded default) or PostgreSQL.
+
+:func:`transaction` is the one way to write: it commits, rolls back on error, and makes writers
+serialise the same way on both backends (``BEGIN IMMEDIATE`` on SQLite takes the database write
+lock up front; PostgreSQL uses a per-study advisory lock, see :func:`lock_study`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def make_engine(url: str) -> Engine:
+    """Create the engine; SQLite gets WAL, a busy timeout and explicit transaction control."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+            dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn):  # type: ignore[no-untyped-def]
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    if parsed.drivername == "postgresql":
+        url = str(parsed.set(drivername="postgresql+psycopg"))
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
+    """A session inside one transaction: commit on success, roll back on any error."""
+    with sessions() as session, session.begin():
+        yield session
+
+
+def lock_study(session: Session, study_id: int) -> None:
+    """Serialise writers of one study across processes (no-op on SQLite: BEGIN IMMEDIATE)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": study_id})

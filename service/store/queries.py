@@ -1,0 +1,151 @@
+"""The few queries the service needs, in one place (handlers never write SQL).
+
+Engine state is rebuilt from rows: trial columns in t order plus the latest batch's dictionary
+(see service.engine.strategy.EngineState). Values are stored as the user gave them; the sign for
+minimisation is applied by the runtime.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Select, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from ..engine import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, EngineState
+from .arrays import from_bytes, join_rows, split_rows, to_bytes
+from .models import Batch, CandidateBlock, Study, Trial
+
+ENGINE_STATUS = {"pending": PENDING, "running": PENDING, "completed": OBSERVED,
+                 "failed": ABANDONED, "abandoned": ABANDONED}
+ENGINE_KIND = {"suggested": SUGGESTED, "imported": IMPORTED}
+FINAL = ("completed", "failed", "abandoned")
+
+
+def save_candidates(session: Session, study_id: int, candidates: np.ndarray) -> None:
+    session.execute(insert(CandidateBlock), [
+        {"study_id": study_id, "index": i, "data": data}
+        for i, data in enumerate(split_rows(candidates))])
+
+
+def load_candidates(session: Session, study_id: int) -> np.ndarray:
+    blocks = session.scalars(select(CandidateBlock.data).where(
+        CandidateBlock.study_id == study_id).order_by(CandidateBlock.index)).all()
+    return join_rows(list(blocks))
+
+
+def load_engine_state(session: Session, study_id: int, sign: float) -> EngineState:
+    """Trials (t order) and the latest batch as the engine's EngineState."""
+    rows = session.execute(
+        select(Trial.t, Trial.candidate, Trial.batch, Trial.kind, Trial.status, Trial.value,
+               Trial.folded, Trial.var_start)
+        .where(Trial.study_id == study_id).order_by(Trial.t)).all()
+    n = len(rows)
+    cols = list(zip(*rows, strict=True)) if n else [()] * 8
+    t = np.asarray(cols[0], dtype=np.int64)
+    if not np.array_equal(t, np.arange(n)):
+        raise RuntimeError(f"study {study_id}: trial sequence numbers are not dense")
+    status = np.array([ENGINE_STATUS[s] for s in cols[4]], dtype=np.int8)
+    value = np.array([math.nan if v is None else sign * v for v in cols[5]], dtype=np.float64)
+    value[status != OBSERVED] = math.nan
+    records = {
+        "arm": np.asarray(cols[1], dtype=np.int64), "batch": np.asarray(cols[2], dtype=np.int64),
+        "kind": np.array([ENGINE_KIND[k] for k in cols[3]], dtype=np.int8), "status": status,
+        "value": value, "folded": np.asarray(cols[6], dtype=np.int64),
+        "var_start": np.asarray(cols[7], dtype=np.float64),
+    }
+    latest = session.scalars(select(Batch).where(Batch.study_id == study_id)
+                             .order_by(Batch.index.desc()).limit(1)).first()
+    if latest is None:
+        return EngineState(-1, 0, np.zeros(0, dtype=np.int64), records)
+    return EngineState(latest.index, latest.start_t, from_bytes(latest.dictionary), records)
+
+
+def insert_trials(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    if rows:
+        session.execute(insert(Trial), list(rows))
+
+
+def fold_outcomes(session: Session, study_id: int, batch: int) -> None:
+    """Mirror the engine: outcomes not yet folded enter the model at batch ``batch``."""
+    session.execute(update(Trial).where(Trial.study_id == study_id, Trial.folded == -1,
+                                        Trial.status.in_(FINAL)).values(folded=batch))
+
+
+def upsert_batch(session: Session, study_id: int, info: Any, now: Any) -> None:
+    """Insert or update the row of one engine BatchInfo (with its dictionary)."""
+    row = session.get(Batch, (study_id, info.index))
+    if row is None:
+        seconds = info.open_seconds if math.isfinite(info.open_seconds) else None
+        row = Batch(study_id=study_id, index=info.index, start_t=info.start,
+                    dictionary=to_bytes(info.dictionary), dictionary_size=info.dictionary_size,
+                    embedding_dim=info.embedding_dim, open_seconds=seconds, opened_at=now)
+        session.add(row)
+    row.size, row.stop_reason = info.size, info.stop_reason
+    if info.stop_reason is not None and row.closed_at is None:
+        row.closed_at = now
+
+
+def running_for_worker(session: Session, study_id: int, worker_id: str) -> list[Trial]:
+    return list(session.scalars(select(Trial).where(
+        Trial.study_id == study_id, Trial.worker_id == worker_id, Trial.status == "running")
+        .order_by(Trial.t)))
+
+
+def requeued(session: Session, study_id: int, limit: int) -> list[Trial]:
+    """Trials waiting for a worker (returned to the pool after a lost lease or a failure)."""
+    return list(session.scalars(select(Trial).where(
+        Trial.study_id == study_id, Trial.status == "pending").order_by(Trial.t).limit(limit)))
+
+
+def expired_leases(session: Session, now: Any) -> list[tuple[int, int]]:
+    """(study_id, trial id) of running trials whose lease has expired."""
+    return [tuple(r) for r in session.execute(select(Trial.study_id, Trial.id).where(
+        Trial.status == "running", Trial.lease_expires_at < now))]
+
+
+def trial_by_id(session: Session, study_id: int, trial_id: int) -> Trial | None:
+    trial = session.get(Trial, trial_id)
+    return trial if trial is not None and trial.study_id == study_id else None
+
+
+def status_counts(session: Session, study_id: int) -> dict[str, int]:
+    rows = session.execute(select(Trial.status, func.count()).where(
+        Trial.study_id == study_id).group_by(Trial.status)).all()
+    counts = {s: 0 for s in ENGINE_STATUS}
+    counts.update({s: int(n) for s, n in rows})
+    return counts
+
+
+def best_trial(session: Session, study_id: int, maximize: bool) -> Trial | None:
+    order = Trial.value.desc() if maximize else Trial.value.asc()
+    return session.scalars(select(Trial).where(
+        Trial.study_id == study_id, Trial.status == "completed")
+        .order_by(order, Trial.t).limit(1)).first()
+
+
+def trial_page(session: Session, study_id: int, *, after: int, limit: int,
+               status: str | None) -> list[Trial]:
+    """Keyset pagination on (study_id, t): O(limit) per page whatever the study's size."""
+    query: Select[tuple[Trial]] = select(Trial).where(Trial.study_id == study_id, Trial.t > after)
+    if status is not None:
+        query = query.where(Trial.status == status)
+    return list(session.scalars(query.order_by(Trial.t).limit(limit)))
+
+
+def batches(session: Session, study_id: int) -> list[Batch]:
+    return list(session.scalars(select(Batch).where(Batch.study_id == study_id)
+                                .order_by(Batch.index)))
+
+
+def latest_batch(session: Session, study_id: int) -> Batch | None:
+    return session.scalars(select(Batch).where(Batch.study_id == study_id)
+                           .order_by(Batch.index.desc()).limit(1)).first()
+
+
+def studies_of(session: Session, owner_id: int) -> Iterable[Study]:
+    return session.scalars(select(Study).where(Study.owner_id == owner_id,
+                                               Study.status != "deleted").order_by(Study.id))

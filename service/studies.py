@@ -1,0 +1,143 @@
+"""Creating studies and presenting them: candidate sets, specs, public views."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .api.schemas import BatchPublic, StudyCreate, StudyPublic, TrialPublic
+from .engine import EngineConfig, EngineError, as_candidates
+from .errors import Conflict, Invalid
+from .runtime import decode_parameters
+from .searchspace import SearchSpace
+from .store import queries
+from .store.models import Batch, Study, Trial
+
+
+def build_spec(request: StudyCreate, dim: int | None) -> dict[str, Any]:
+    """The stored study spec; the engine config is validated here (errors name the field)."""
+    try:
+        config = EngineConfig.from_dict(request.engine)
+    except EngineError as exc:
+        raise Invalid(str(exc), field=f"engine.{exc.field}" if exc.field else "engine") from exc
+    if request.search_space is not None:
+        parameters: dict[str, Any] = {
+            "kind": "space", "space": [p.model_dump() for p in request.search_space]}
+    else:
+        names = request.parameter_names
+        if names is not None and dim is not None and len(names) != dim:
+            raise Invalid(f"{len(names)} parameter names for {dim} columns",
+                          field="parameter_names")
+        parameters = {"kind": "matrix", "names": names}
+    return {"direction": request.direction, "engine": config.to_dict(),
+            "parameters": parameters, "objective": request.objective,
+            "max_attempts": request.max_attempts, "lease_seconds": request.lease_seconds}
+
+
+def candidates_of(request: StudyCreate, seed: int) -> np.ndarray | None:
+    """The candidate matrix from the request (None when it will be uploaded)."""
+    if request.search_space is not None:
+        space = SearchSpace(parameters=request.search_space)
+        return space.sample(int(request.n_candidates or 0), seed)
+    if request.candidates is None:
+        return None
+    widths = {len(row) for row in request.candidates}
+    if len(widths) > 1:
+        raise Invalid("candidate rows have different lengths", field="candidates")
+    try:
+        return as_candidates(request.candidates)
+    except EngineError as exc:
+        raise Invalid(str(exc), field="candidates") from exc
+
+
+def read_npy(data: bytes) -> np.ndarray:
+    try:
+        array = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise Invalid(f"not a readable .npy file: {exc}", field="body") from exc
+    if not np.issubdtype(array.dtype, np.number) or np.iscomplexobj(array):
+        raise Invalid(f"candidates must be real numbers, got dtype {array.dtype}", field="body")
+    try:
+        return as_candidates(array)
+    except EngineError as exc:
+        raise Invalid(str(exc), field="body") from exc
+
+
+def create(session: Session, owner_id: int, request: StudyCreate,
+           candidates: np.ndarray | None, spec: dict[str, Any]) -> Study:
+    study = Study(owner_id=owner_id, name=request.name, spec=spec,
+                  status="active" if candidates is not None else "awaiting_candidates",
+                  version=0, n_candidates=0 if candidates is None else len(candidates),
+                  dim=0 if candidates is None else candidates.shape[1])
+    session.add(study)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise Conflict(f"a study named {request.name!r} already exists", field="name") from exc
+    if candidates is not None:
+        attach_candidates(session, study, candidates)
+    return study
+
+
+def attach_candidates(session: Session, study: Study, candidates: np.ndarray) -> None:
+    names = study.spec["parameters"].get("names")
+    if names is not None and len(names) != candidates.shape[1]:
+        raise Invalid(f"{len(names)} parameter names for {candidates.shape[1]} columns",
+                      field="parameter_names")
+    queries.save_candidates(session, study.id, candidates)
+    study.n_candidates, study.dim, study.status = len(candidates), candidates.shape[1], "active"
+
+
+def parameter_names(spec: dict[str, Any], dim: int) -> list[str]:
+    space = spec["parameters"]
+    if space["kind"] == "space":
+        return [p["name"] for p in space["space"]]
+    return space["names"] or [f"x{i}" for i in range(dim)]
+
+
+def trial_public(trial: Trial, parameters: dict[str, Any]) -> TrialPublic:
+    return TrialPublic(id=trial.id, t=trial.t, candidate=trial.candidate, parameters=parameters,
+                       batch=trial.batch, kind=trial.kind, status=trial.status,
+                       value=trial.value, attempt=trial.attempt, worker_id=trial.worker_id,
+                       lease_expires_at=trial.lease_expires_at, created_at=trial.created_at,
+                       completed_at=trial.completed_at, error=trial.error)
+
+
+class ParameterDecoder:
+    """Named parameters of candidates, reading the candidate blocks only when needed."""
+
+    def __init__(self, session: Session, study: Study, candidates: np.ndarray | None = None):
+        self._session, self._study, self._candidates = session, study, candidates
+
+    def __call__(self, candidate: int) -> dict[str, Any]:
+        if self._candidates is None:
+            self._candidates = queries.load_candidates(self._session, self._study.id)
+        return decode_parameters(self._study.spec, self._candidates[candidate])
+
+
+def study_public(session: Session, study: Study, decode: ParameterDecoder) -> StudyPublic:
+    maximize = study.spec["direction"] == "maximize"
+    best = queries.best_trial(session, study.id, maximize)
+    latest: Batch | None = queries.latest_batch(session, study.id)
+    counts = queries.status_counts(session, study.id)
+    engine = study.spec["engine"]
+    return StudyPublic(
+        id=study.id, name=study.name, status=study.status, direction=study.spec["direction"],
+        strategy=engine["strategy"], mode=engine["mode"], n_candidates=study.n_candidates,
+        dim=study.dim, parameter_names=parameter_names(study.spec, study.dim),
+        n_trials=sum(counts.values()), counts=counts,
+        n_batches=0 if latest is None else latest.index + 1,
+        dictionary_size=0 if latest is None else latest.dictionary_size,
+        best=None if best is None else trial_public(best, decode(best.candidate)),
+        created_at=study.created_at, spec=study.spec)
+
+
+def batch_public(batch: Batch) -> BatchPublic:
+    return BatchPublic(index=batch.index, start_t=batch.start_t, size=batch.size,
+                       stop_reason=batch.stop_reason, dictionary_size=batch.dictionary_size,
+                       embedding_dim=batch.embedding_dim, open_seconds=batch.open_seconds,
+                       opened_at=batch.opened_at, closed_at=batch.closed_at)

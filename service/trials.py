@@ -1,0 +1,158 @@
+"""The trial lifecycle, as changes applied inside :meth:`Runtimes.mutate`.
+
+pending (waiting for a worker) -> running (leased) -> completed | failed | abandoned.
+A lost lease or a retryable failure sends a running trial back to pending (attempt + 1 at the next
+hand-out) until ``max_attempts``; then the engine is told the candidate was abandoned. Each
+function validates its input before it touches the engine (see service.runtime).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from .errors import Conflict, Invalid, NotFound
+from .runtime import StudyRuntime
+from .store import queries
+from .store.models import Study, Trial
+
+RETRY_AFTER_SECONDS = 1.0
+
+
+def _lease(runtime: StudyRuntime, now: datetime) -> datetime:
+    return now + timedelta(seconds=float(runtime.spec["lease_seconds"]))
+
+
+def _trial(session: Session, runtime: StudyRuntime, trial_id: int) -> Trial:
+    trial = queries.trial_by_id(session, runtime.study_id, trial_id)
+    if trial is None:
+        raise NotFound(f"trial {trial_id} not found in study {runtime.study_id}",
+                       field="trial_id")
+    return trial
+
+
+def ask(session: Session, runtime: StudyRuntime, study: Study, *, worker_id: str, count: int,
+        now: datetime) -> tuple[list[Trial], str | None]:
+    """Trials for ``worker_id``: its running ones, then requeued ones, then new selections."""
+    if study.status != "active":
+        raise Conflict(f"study {study.id} is {study.status}; resume it to ask for trials",
+                       field="status")
+    out = queries.running_for_worker(session, study.id, worker_id)[:count]
+    for trial in queries.requeued(session, study.id, count - len(out)):
+        trial.status, trial.worker_id, trial.attempt = "running", worker_id, trial.attempt + 1
+        trial.lease_expires_at, trial.started_at = _lease(runtime, now), now
+        out.append(trial)
+    if len(out) < count:
+        out += _new_trials(session, runtime, worker_id, count - len(out), now)
+    return out, runtime.strategy.waiting if len(out) < count else None
+
+
+def _new_trials(session: Session, runtime: StudyRuntime, worker_id: str, count: int,
+                now: datetime) -> list[Trial]:
+    strategy = runtime.strategy
+    before = strategy.batch
+    selections = strategy.ask(count)
+    if strategy.batch > before:
+        queries.fold_outcomes(session, runtime.study_id, before + 1)
+    for info in strategy.batches:
+        if info.index >= max(before, 0):
+            queries.upsert_batch(session, runtime.study_id, info, now)
+    trials = [Trial(study_id=runtime.study_id, t=s.t, candidate=s.arm, batch=s.batch,
+                    kind="suggested", status="running", folded=-1, var_start=s.variance,
+                    attempt=1, worker_id=worker_id, lease_expires_at=_lease(runtime, now),
+                    created_at=now, started_at=now) for s in selections]
+    session.add_all(trials)
+    session.flush()
+    return trials
+
+
+def complete(session: Session, runtime: StudyRuntime, *, trial_id: int, value: float,
+             now: datetime) -> Trial:
+    """Record a result; the same value twice is a no-op, a different one a conflict."""
+    trial = _trial(session, runtime, trial_id)
+    if not math.isfinite(value):
+        raise Invalid("value must be finite", field="value")
+    if trial.status == "completed":
+        if trial.value == value:
+            return trial
+        raise Conflict(f"trial {trial_id} already completed with value {trial.value!r}",
+                       field="value")
+    if trial.status in ("failed", "abandoned"):
+        raise Conflict(f"trial {trial_id} is {trial.status}; its result is no longer used",
+                       field="trial_id")
+    runtime.strategy.tell(trial.t, runtime.sign * value)
+    trial.status, trial.value, trial.completed_at = "completed", value, now
+    trial.lease_expires_at = None
+    return trial
+
+
+def fail(session: Session, runtime: StudyRuntime, *, trial_id: int, reason: str,
+         retryable: bool, now: datetime) -> Trial:
+    trial = _trial(session, runtime, trial_id)
+    if trial.status == "completed":
+        raise Conflict(f"trial {trial_id} is already completed", field="trial_id")
+    if trial.status in ("failed", "abandoned"):
+        return trial
+    trial.error = reason
+    _give_back(runtime, trial, retryable=retryable, final_status="failed", now=now)
+    return trial
+
+
+def _give_back(runtime: StudyRuntime, trial: Trial, *, retryable: bool, final_status: str,
+               now: datetime) -> None:
+    """Back to the pool while attempts remain, else tell the engine it is abandoned."""
+    trial.worker_id, trial.lease_expires_at = None, None
+    if retryable and trial.attempt < int(runtime.spec["max_attempts"]):
+        trial.status = "pending"
+        return
+    runtime.strategy.abandon(trial.t)
+    trial.status, trial.completed_at = final_status, now
+
+
+def heartbeat(session: Session, runtime: StudyRuntime, *, trial_id: int,
+              worker_id: str | None, now: datetime) -> Trial:
+    trial = _trial(session, runtime, trial_id)
+    if trial.status != "running":
+        raise Conflict(f"trial {trial_id} is {trial.status}, not running", field="trial_id")
+    if worker_id is not None and trial.worker_id != worker_id:
+        raise Conflict(f"trial {trial_id} is leased to another worker", field="worker_id")
+    trial.lease_expires_at = _lease(runtime, now)
+    return trial
+
+
+def reap(session: Session, runtime: StudyRuntime, *, trial_ids: list[int],
+         now: datetime) -> int:
+    """Expired leases: back to the pool, or abandoned after max_attempts. Returns the count."""
+    reaped = 0
+    for trial_id in trial_ids:
+        trial = queries.trial_by_id(session, runtime.study_id, trial_id)
+        if trial is None or trial.status != "running" or trial.lease_expires_at is None \
+                or trial.lease_expires_at >= now:
+            continue
+        trial.error = f"lease expired (attempt {trial.attempt})"
+        _give_back(runtime, trial, retryable=True, final_status="abandoned", now=now)
+        reaped += 1
+    return reaped
+
+
+def import_observations(session: Session, runtime: StudyRuntime,
+                        observations: list[tuple[int, float]], now: datetime) -> int:
+    """Warm start: existing (candidate, value) pairs become completed, imported trials."""
+    n_arms = len(runtime.candidates)
+    for i, (arm, value) in enumerate(observations):
+        if not 0 <= arm < n_arms:
+            raise Invalid(f"observation {i}: candidate {arm} outside 0..{n_arms - 1}",
+                          field=f"observations.{i}.candidate")
+        if not math.isfinite(value):
+            raise Invalid(f"observation {i}: value must be finite", field=f"observations.{i}")
+    rows: list[dict[str, Any]] = []
+    for arm, value in observations:
+        s = runtime.strategy.observe(arm, runtime.sign * value)
+        rows.append(dict(study_id=runtime.study_id, t=s.t, candidate=s.arm, batch=s.batch,
+                         kind="imported", status="completed", value=value, folded=-1,
+                         var_start=s.variance, attempt=0, created_at=now, completed_at=now))
+    queries.insert_trials(session, rows)
+    return len(rows)
