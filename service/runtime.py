@@ -21,7 +21,7 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from .engine import EngineConfig, EngineError, Strategy
-from .errors import NotFound, ServiceError
+from .errors import Conflict, NotFound, ServiceError
 from .searchspace import SearchSpace, decode_matrix_row
 from .store import queries
 from .store.database import lock_study, transaction
@@ -85,6 +85,10 @@ class Runtimes:
                     if study is None or study.status == "deleted" or (
                             owner_id is not None and study.owner_id != owner_id):
                         raise NotFound(f"study {study_id} not found", field="study_id")
+                    if study.status == "awaiting_candidates":
+                        raise Conflict(f"study {study_id} has no candidates yet: upload them"
+                                       f" with PUT /v1/studies/{study_id}/candidates",
+                                       field="study_id")
                     runtime = self._current(session, study)
                     result = change(session, runtime, study)
                     study.version += 1
