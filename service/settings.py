@@ -24,6 +24,9 @@ class Settings(BaseSettings):
     reaper_interval: float = Field(default=5.0, gt=0)
     max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)
     max_inline_numbers: int = Field(default=2_000_000, gt=0)
+    max_json_bytes: int = Field(default=256 * 1024**2, gt=0)
+    auto_migrate: bool = Field(
+        default=True, description="Upgrade the schema at start-up (off: refuse a stale one).")
     page_limit: int = Field(default=1000, gt=0)
 
     @model_validator(mode="after")

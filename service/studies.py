@@ -59,6 +59,8 @@ def read_npy(data: bytes) -> np.ndarray:
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise Invalid(f"not a readable .npy file: {exc}", field="body") from exc
+    if not isinstance(array, np.ndarray):  # np.load also opens .npz archives
+        raise Invalid("expected one .npy array, got an .npz archive", field="body")
     if not np.issubdtype(array.dtype, np.number) or np.iscomplexobj(array):
         raise Invalid(f"candidates must be real numbers, got dtype {array.dtype}", field="body")
     try:

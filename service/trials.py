@@ -9,6 +9,7 @@ function validates its input before it touches the engine (see service.runtime).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,8 +35,17 @@ def _trial(session: Session, runtime: StudyRuntime, trial_id: int) -> Trial:
     return trial
 
 
+@dataclass
+class Asked:
+    """What one ask handed out, and the resparsifications it triggered (seconds each)."""
+
+    trials: list[Trial]
+    waiting: str | None = None
+    opened: list[float] = field(default_factory=list)
+
+
 def ask(session: Session, runtime: StudyRuntime, study: Study, *, worker_id: str, count: int,
-        now: datetime) -> tuple[list[Trial], str | None]:
+        now: datetime) -> Asked:
     """Trials for ``worker_id``: its running ones, then requeued ones, then new selections."""
     if study.status != "active":
         raise Conflict(f"study {study.id} is {study.status}; resume it to ask for trials",
@@ -45,13 +55,15 @@ def ask(session: Session, runtime: StudyRuntime, study: Study, *, worker_id: str
         trial.status, trial.worker_id, trial.attempt = "running", worker_id, trial.attempt + 1
         trial.lease_expires_at, trial.started_at = _lease(runtime, now), now
         out.append(trial)
+    asked = Asked(out)
     if len(out) < count:
-        out += _new_trials(session, runtime, worker_id, count - len(out), now)
-    return out, runtime.strategy.waiting if len(out) < count else None
+        out += _new_trials(session, runtime, worker_id, count - len(out), now, asked.opened)
+    asked.waiting = runtime.strategy.waiting if len(out) < count else None
+    return asked
 
 
 def _new_trials(session: Session, runtime: StudyRuntime, worker_id: str, count: int,
-                now: datetime) -> list[Trial]:
+                now: datetime, opened: list[float]) -> list[Trial]:
     strategy = runtime.strategy
     before = strategy.batch
     selections = strategy.ask(count)
@@ -60,6 +72,8 @@ def _new_trials(session: Session, runtime: StudyRuntime, worker_id: str, count: 
     for info in strategy.batches:
         if info.index >= max(before, 0):
             queries.upsert_batch(session, runtime.study_id, info, now)
+        if info.index > before:
+            opened.append(info.open_seconds)
     trials = [Trial(study_id=runtime.study_id, t=s.t, candidate=s.arm, batch=s.batch,
                     kind="suggested", status="running", folded=-1, var_start=s.variance,
                     attempt=1, worker_id=worker_id, lease_expires_at=_lease(runtime, now),

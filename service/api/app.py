@@ -8,16 +8,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from .. import trials
 from ..runtime import Runtimes
+from ..metrics import LatencyMiddleware, Metrics
 from ..settings import Settings
 from ..store import queries
 from ..store.database import make_engine, session_factory, transaction
 from ..store.migrate import ensure_schema
 from ..store.models import utcnow
 from . import errors
-from .routes import batches, health, studies
+from .routes import batches, health, metrics, studies
 from .routes import trials as trial_routes
 
 log = logging.getLogger("bbkb.server")
@@ -49,7 +51,7 @@ def _reaper_loop(app: FastAPI, stop: threading.Event) -> None:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     engine = make_engine(str(settings.database_url))
-    ensure_schema(engine)
+    ensure_schema(engine, auto_upgrade=settings.auto_migrate)
     stop = threading.Event()
 
     @asynccontextmanager
@@ -63,12 +65,33 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine.dispose()
 
     app = FastAPI(title="bbkb-service", version="0.1.0", lifespan=lifespan,
-                  description="Distributed asynchronous batch evaluation driven by BBKB.")
+                  description="Distributed asynchronous batch evaluation driven by BBKB.",
+                  max_body_size=settings.max_upload_bytes)
     app.state.settings = settings
     app.state.sessions = session_factory(engine)
     app.state.runtimes = Runtimes(app.state.sessions)
     app.state.local_owner = None
+    app.state.metrics = Metrics()
+    app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
+    app.add_middleware(JsonSizeLimit, limit=settings.max_json_bytes)
     errors.install(app)
-    for module in (health, studies, trial_routes, batches):
+    for module in (health, metrics, studies, trial_routes, batches):
         app.include_router(module.router)
     return app
+
+
+class JsonSizeLimit:
+    """413 for JSON bodies over the limit (the .npy upload route has the larger global cap)."""
+
+    def __init__(self, app, limit: int) -> None:  # type: ignore[no-untyped-def]
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        if scope["type"] == "http" and not scope["path"].endswith("/candidates"):
+            length = dict(scope.get("headers", ())).get(b"content-length")
+            if length is not None and length.isdigit() and int(length) > self.limit:
+                response = JSONResponse({"detail": f"body larger than {self.limit} bytes",
+                                         "field": "body"}, status_code=413)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

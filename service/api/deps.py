@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Path, Request
 from sqlalchemy.orm import Session
 
 from ..auth import LOCAL_OWNER, authenticate, owner_id_for
+from ..metrics import Metrics
 from ..runtime import Runtimes
 from ..settings import Settings
 from ..store.database import transaction
@@ -20,6 +21,10 @@ def get_settings(request: Request) -> Settings:
 
 def get_runtimes(request: Request) -> Runtimes:
     return request.app.state.runtimes
+
+
+def get_metrics(request: Request) -> Metrics:
+    return request.app.state.metrics
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -42,3 +47,8 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 RuntimesDep = Annotated[Runtimes, Depends(get_runtimes)]
 SessionDep = Annotated[Session, Depends(get_session)]
 OwnerDep = Annotated[int, Depends(get_owner)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+
+#: Path identifiers, bounded so that no database integer type can overflow.
+StudyId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+TrialId = Annotated[int, Path(ge=1, le=2**62)]

@@ -34,7 +34,7 @@ class StudyCreate(BaseModel):
         default=None, description="Inline candidate matrix (A rows of d numbers).")
     parameter_names: list[Name] | None = Field(
         default=None, description="Column names of an inline or uploaded matrix.")
-    search_space: list[Parameter] | None = Field(default=None, max_length=200)
+    search_space: list[Parameter] | None = Field(default=None, min_length=1, max_length=200)
     n_candidates: int | None = Field(default=None, ge=1, le=10_000_000)
     upload: bool = Field(default=False, description="Candidates follow as a .npy upload.")
     objective: Annotated[str, Field(max_length=300)] | None = None
@@ -46,8 +46,12 @@ class StudyCreate(BaseModel):
         sources = [self.candidates is not None, self.search_space is not None, self.upload]
         if sum(sources) != 1:
             raise ValueError("give exactly one of candidates, search_space or upload=true")
-        if self.search_space is not None and self.n_candidates is None:
-            raise ValueError("a search space needs n_candidates")
+        if self.search_space is not None:
+            if self.n_candidates is None:
+                raise ValueError("a search space needs n_candidates")
+            names = [p.name for p in self.search_space]
+            if len(set(names)) != len(names):
+                raise ValueError("search space parameter names must be unique")
         return self
 
 

@@ -54,13 +54,17 @@ def test_expired_leases_are_reissued_then_abandoned(database_url, tmp_path):
 
 def test_heartbeat_keeps_a_lease_alive(database_url, tmp_path):
     with app_client(database_url, tmp_path, reaper_interval=0.05) as client:
-        sid = create_study(client, lease_seconds=0.3)["id"]
+        sid = create_study(client, lease_seconds=2.0)["id"]
         (trial,) = client.post(f"/v1/studies/{sid}/suggestions",
                                json={"worker_id": "w", "count": 1}).json()["trials"]
         url = f"/v1/studies/{sid}/trials/{trial['id']}"
-        for _ in range(8):
-            time.sleep(0.1)
-            assert client.post(f"{url}/heartbeat", json={"worker_id": "w"}).status_code == 200
+        expiry = trial["lease_expires_at"]
+        for _ in range(7):  # 3.5 s in all: longer than one lease, 1.5 s margin per beat
+            time.sleep(0.5)
+            beat = client.post(f"{url}/heartbeat", json={"worker_id": "w"})
+            assert beat.status_code == 200
+            assert beat.json()["lease_expires_at"] > expiry
+            expiry = beat.json()["lease_expires_at"]
         assert client.get(url).json()["status"] == "running"
         wrong = client.post(f"{url}/heartbeat", json={"worker_id": "other"})
         assert wrong.status_code == 409 and wrong.json()["field"] == "worker_id"

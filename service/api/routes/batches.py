@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from ... import studies
 from ...errors import NotFound
 from ...store import queries
-from ..deps import OwnerDep, SessionDep
+from ..deps import OwnerDep, SessionDep, StudyId
 from ..schemas import BatchList, TrialPublic
 from .studies import owned
 
@@ -15,13 +15,13 @@ router = APIRouter(prefix="/v1/studies/{study_id}", tags=["batches"])
 
 
 @router.get("/batches")
-def list_batches(study_id: int, owner: OwnerDep, session: SessionDep) -> BatchList:
+def list_batches(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> BatchList:
     owned(session, study_id, owner)
     return BatchList(batches=[studies.batch_public(b) for b in queries.batches(session, study_id)])
 
 
 @router.get("/best")
-def get_best(study_id: int, owner: OwnerDep, session: SessionDep) -> TrialPublic:
+def get_best(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> TrialPublic:
     study = owned(session, study_id, owner)
     best = queries.best_trial(session, study_id, study.spec["direction"] == "maximize")
     if best is None:

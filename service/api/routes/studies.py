@@ -10,7 +10,7 @@ from ...errors import Conflict, Invalid, NotFound
 from ...store import queries
 from ...store.database import transaction
 from ...store.models import Study
-from ..deps import OwnerDep, RuntimesDep, SessionDep, SettingsDep
+from ..deps import OwnerDep, RuntimesDep, SessionDep, SettingsDep, StudyId
 from ..schemas import StudyCreate, StudyList, StudyPublic
 
 router = APIRouter(prefix="/v1/studies", tags=["studies"])
@@ -41,7 +41,7 @@ def create_study(body: StudyCreate, owner: OwnerDep, session: SessionDep,
 @router.put("/{study_id}/candidates", openapi_extra={"requestBody": {"content": {
     "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
     "required": True}})
-async def upload_candidates(study_id: int, request: Request, owner: OwnerDep,
+async def upload_candidates(study_id: StudyId, request: Request, owner: OwnerDep,
                             settings: SettingsDep) -> StudyPublic:
     """The candidate matrix of a study created with ``upload: true``, as a .npy file."""
     chunks, size = [], 0
@@ -71,7 +71,7 @@ def list_studies(owner: OwnerDep, session: SessionDep) -> StudyList:
 
 
 @router.get("/{study_id}")
-def get_study(study_id: int, owner: OwnerDep, session: SessionDep) -> StudyPublic:
+def get_study(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> StudyPublic:
     study = owned(session, study_id, owner)
     return studies.study_public(session, study, studies.ParameterDecoder(session, study))
 
@@ -85,17 +85,17 @@ def _set_status(study_id: int, owner: int, session, status: str, allowed: tuple)
 
 
 @router.post("/{study_id}/pause")
-def pause_study(study_id: int, owner: OwnerDep, session: SessionDep) -> StudyPublic:
+def pause_study(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> StudyPublic:
     return _set_status(study_id, owner, session, "paused", ("active", "paused"))
 
 
 @router.post("/{study_id}/resume")
-def resume_study(study_id: int, owner: OwnerDep, session: SessionDep) -> StudyPublic:
+def resume_study(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> StudyPublic:
     return _set_status(study_id, owner, session, "active", ("active", "paused"))
 
 
 @router.delete("/{study_id}", status_code=204)
-def delete_study(study_id: int, owner: OwnerDep, session: SessionDep,
+def delete_study(study_id: StudyId, owner: OwnerDep, session: SessionDep,
                  runtimes: RuntimesDep) -> None:
     study = owned(session, study_id, owner)
     study.status = "deleted"

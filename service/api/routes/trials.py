@@ -15,7 +15,7 @@ from ...errors import NotFound
 from ...store import queries
 from ...store.database import transaction
 from ...store.models import Study, utcnow
-from ..deps import OwnerDep, RuntimesDep, SessionDep, SettingsDep
+from ..deps import MetricsDep, OwnerDep, RuntimesDep, SessionDep, SettingsDep, StudyId, TrialId
 from ..schemas import (CompleteRequest, FailRequest, HeartbeatRequest, ImportRequest,
                        Suggestions, SuggestRequest, TrialPage, TrialPublic, TrialStatus)
 from .studies import owned
@@ -24,19 +24,26 @@ router = APIRouter(prefix="/v1/studies/{study_id}", tags=["trials"])
 
 
 @router.post("/suggestions")
-def create_suggestions(study_id: int, body: SuggestRequest, owner: OwnerDep,
-                       runtimes: RuntimesDep) -> Suggestions:
+def create_suggestions(study_id: StudyId, body: SuggestRequest, owner: OwnerDep,
+                       runtimes: RuntimesDep, metrics: MetricsDep) -> Suggestions:
     """Trials for a worker: its running ones again (idempotent), requeued ones, then new ones."""
     def change(session, runtime, study):  # type: ignore[no-untyped-def]
-        handed, waiting = trials.ask(session, runtime, study, worker_id=body.worker_id,
-                                     count=body.count, now=utcnow())
-        return Suggestions(
-            trials=[studies.trial_public(t, runtime.parameters(t.candidate)) for t in handed],
-            waiting=waiting, retry_after=trials.RETRY_AFTER_SECONDS if waiting else None)
-    return runtimes.mutate(study_id, owner, change)
+        asked = trials.ask(session, runtime, study, worker_id=body.worker_id,
+                           count=body.count, now=utcnow())
+        return asked, Suggestions(
+            trials=[studies.trial_public(t, runtime.parameters(t.candidate))
+                    for t in asked.trials],
+            waiting=asked.waiting,
+            retry_after=trials.RETRY_AFTER_SECONDS if asked.waiting else None)
+    asked, answer = runtimes.mutate(study_id, owner, change)
+    metrics.suggestions.inc(len(answer.trials))
+    for seconds in asked.opened:
+        metrics.batches.inc()
+        metrics.resparsify.observe(seconds)
+    return answer
 
 
-def _trial_change(runtimes, study_id: int, owner: int, action, **kwargs) -> TrialPublic:  # type: ignore[no-untyped-def]
+def _trial_change(runtimes, study_id: StudyId, owner: int, action, **kwargs) -> TrialPublic:  # type: ignore[no-untyped-def]
     def change(session, runtime, study):  # type: ignore[no-untyped-def]
         trial = action(session, runtime, now=utcnow(), **kwargs)
         return studies.trial_public(trial, runtime.parameters(trial.candidate))
@@ -44,28 +51,32 @@ def _trial_change(runtimes, study_id: int, owner: int, action, **kwargs) -> Tria
 
 
 @router.post("/trials/{trial_id}/complete")
-def complete_trial(study_id: int, trial_id: int, body: CompleteRequest, owner: OwnerDep,
-                   runtimes: RuntimesDep) -> TrialPublic:
-    return _trial_change(runtimes, study_id, owner, trials.complete, trial_id=trial_id,
-                         value=body.value)
+def complete_trial(study_id: StudyId, trial_id: TrialId, body: CompleteRequest, owner: OwnerDep,
+                   runtimes: RuntimesDep, metrics: MetricsDep) -> TrialPublic:
+    trial = _trial_change(runtimes, study_id, owner, trials.complete, trial_id=trial_id,
+                          value=body.value)
+    metrics.results.labels("completed").inc()
+    return trial
 
 
 @router.post("/trials/{trial_id}/fail")
-def fail_trial(study_id: int, trial_id: int, body: FailRequest, owner: OwnerDep,
-               runtimes: RuntimesDep) -> TrialPublic:
-    return _trial_change(runtimes, study_id, owner, trials.fail, trial_id=trial_id,
-                         reason=body.reason, retryable=body.retryable)
+def fail_trial(study_id: StudyId, trial_id: TrialId, body: FailRequest, owner: OwnerDep,
+               runtimes: RuntimesDep, metrics: MetricsDep) -> TrialPublic:
+    trial = _trial_change(runtimes, study_id, owner, trials.fail, trial_id=trial_id,
+                          reason=body.reason, retryable=body.retryable)
+    metrics.results.labels(trial.status).inc()
+    return trial
 
 
 @router.post("/trials/{trial_id}/heartbeat")
-def heartbeat_trial(study_id: int, trial_id: int, body: HeartbeatRequest, owner: OwnerDep,
+def heartbeat_trial(study_id: StudyId, trial_id: TrialId, body: HeartbeatRequest, owner: OwnerDep,
                     runtimes: RuntimesDep) -> TrialPublic:
     return _trial_change(runtimes, study_id, owner, trials.heartbeat, trial_id=trial_id,
                          worker_id=body.worker_id)
 
 
 @router.post("/observations")
-def import_observations(study_id: int, body: ImportRequest, owner: OwnerDep,
+def import_observations(study_id: StudyId, body: ImportRequest, owner: OwnerDep,
                         runtimes: RuntimesDep) -> dict[str, int]:
     """Warm start: existing (candidate, value) results enter the study as imported trials."""
     pairs = [(o.candidate, o.value) for o in body.observations]
@@ -74,8 +85,8 @@ def import_observations(study_id: int, body: ImportRequest, owner: OwnerDep,
 
 
 @router.get("/trials")
-def list_trials(study_id: int, owner: OwnerDep, session: SessionDep, settings: SettingsDep,
-                after: Annotated[int, Query(ge=-1)] = -1,
+def list_trials(study_id: StudyId, owner: OwnerDep, session: SessionDep, settings: SettingsDep,
+                after: Annotated[int, Query(ge=-1, le=2**62)] = -1,
                 limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
                 status: TrialStatus | None = None) -> TrialPage:
     """Trials in t order after ``after`` (keyset pagination: fast at any depth)."""
@@ -89,7 +100,7 @@ def list_trials(study_id: int, owner: OwnerDep, session: SessionDep, settings: S
 
 
 @router.get("/trials/{trial_id}")
-def get_trial(study_id: int, trial_id: int, owner: OwnerDep, session: SessionDep) -> TrialPublic:
+def get_trial(study_id: StudyId, trial_id: TrialId, owner: OwnerDep, session: SessionDep) -> TrialPublic:
     study = owned(session, study_id, owner)
     trial = queries.trial_by_id(session, study_id, trial_id)
     if trial is None:
@@ -99,7 +110,7 @@ def get_trial(study_id: int, trial_id: int, owner: OwnerDep, session: SessionDep
 
 @router.get("/export", response_class=StreamingResponse,
             responses={200: {"content": {"text/csv": {}}}})
-def export_trials(study_id: int, owner: OwnerDep, request: Request,
+def export_trials(study_id: StudyId, owner: OwnerDep, request: Request,
                   format: Literal["csv"] = "csv") -> StreamingResponse:
     """Every trial as CSV (streamed page by page), with named parameters as columns."""
     with transaction(request.app.state.sessions) as session:
@@ -114,7 +125,7 @@ CSV_COLUMNS = ["trial_id", "t", "candidate", "batch", "kind", "status", "value",
                "worker_id", "created_at", "completed_at", "error"]
 
 
-def _csv_rows(request: Request, study_id: int, names: list[str]) -> Iterator[str]:
+def _csv_rows(request: Request, study_id: StudyId, names: list[str]) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS + names)

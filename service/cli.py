@@ -1,0 +1,84 @@
+"""The ``bbkb`` command: serve, migrate, keys create (worker, demo and study commands follow)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from .settings import Settings
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    if args.no_auth:
+        os.environ["BBKB_AUTH"] = "none"  # read by every worker process's Settings()
+    if args.data_dir:
+        os.environ["BBKB_DATA_DIR"] = args.data_dir
+    uvicorn.run("service.api.app:create_app", factory=True, host=args.host, port=args.port,
+                workers=args.workers, log_level=args.log_level)
+    return 0
+
+
+def _migrate(_: argparse.Namespace) -> int:
+    from .store.database import make_engine
+    from .store.migrate import current, head, upgrade
+
+    engine = make_engine(str(Settings().database_url))
+    before = current(engine)
+    upgrade(engine)
+    print(f"database schema: {before or 'empty'} -> {head()}")
+    return 0
+
+
+def _keys_create(args: argparse.Namespace) -> int:
+    from .auth import create_key
+    from .store.database import make_engine, session_factory, transaction
+    from .store.migrate import ensure_schema
+
+    engine = make_engine(str(Settings().database_url))
+    ensure_schema(engine)
+    with transaction(session_factory(engine)) as session:
+        token = create_key(session, args.owner)
+    print(token)
+    print(f"(API key for owner {args.owner!r}: shown once, store it now)", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bbkb", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the API server (settings from BBKB_* variables)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    serve.add_argument("--no-auth", action="store_true",
+                       help="single-user mode: no API keys (BBKB_AUTH=none)")
+    serve.add_argument("--data-dir", help="where the default SQLite database lives")
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(run=_serve)
+
+    migrate = sub.add_parser("migrate", help="upgrade the database schema to this version")
+    migrate.set_defaults(run=_migrate)
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create an API key (prints it once)")
+    create.add_argument("--owner", required=True, help="owner name (created if new)")
+    create.set_defaults(run=_keys_create)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    args = build_parser().parse_args(argv)
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

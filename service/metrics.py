@@ -1,0 +1,58 @@
+"""Prometheus metrics: request latencies, suggestions, results, batches, resparsification time.
+
+One registry per app (so several apps in one test process do not collide). With several uvicorn
+worker processes each process reports its own numbers, as usual for Prometheus' client.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Histogram("bbkb_request_seconds", "HTTP request latency",
+                                  ["method", "route", "status"], buckets=LATENCY_BUCKETS,
+                                  registry=self.registry)
+        self.suggestions = Counter("bbkb_suggestions_total", "Trials handed to workers",
+                                   registry=self.registry)
+        self.results = Counter("bbkb_results_total", "Trial outcomes recorded", ["outcome"],
+                               registry=self.registry)
+        self.batches = Counter("bbkb_batches_total", "Batches opened (resparsifications)",
+                               registry=self.registry)
+        self.resparsify = Histogram("bbkb_resparsify_seconds", "Time to open a batch",
+                                    buckets=LATENCY_BUCKETS, registry=self.registry)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class LatencyMiddleware:
+    """Times every HTTP request under its route template (not the raw path: bounded labels)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, status = time.perf_counter(), [500]
+
+        async def record(message: dict) -> None:  # type: ignore[type-arg]
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.requests.labels(scope["method"], route, str(status[0])).observe(
+                time.perf_counter() - start)

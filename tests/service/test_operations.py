@@ -1,0 +1,84 @@
+"""Operating the server: the bbkb command, probes, metrics, limits on bad or huge input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+
+from .helpers import app_client, create_study
+
+
+def _bbkb(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "service.cli", *args], capture_output=True,
+                          text=True, env={**os.environ, **env}, timeout=120)
+
+
+def test_keys_created_by_the_command_open_the_api(tmp_path, server_factory):
+    env = {"BBKB_DATA_DIR": str(tmp_path)}
+    assert _bbkb("migrate", env=env).returncode == 0
+    made = _bbkb("keys", "create", "--owner", "lab", env=env)
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    assert token.startswith("bbkb_") and len(token) > 40
+    server = server_factory(env)
+    assert httpx.get(f"{server.url}/v1/studies").status_code == 401
+    ok = httpx.get(f"{server.url}/v1/studies", headers={"Authorization": f"Bearer {token}"})
+    assert ok.status_code == 200 and ok.json() == {"studies": []}
+
+
+def test_help_everywhere():
+    for args in (["--help"], ["serve", "--help"], ["keys", "create", "--help"]):
+        result = _bbkb(*args, env={})
+        assert result.returncode == 0 and "usage: bbkb" in result.stdout
+
+
+def test_probes_and_metrics(tmp_path):
+    with app_client(f"sqlite:///{tmp_path / 'm.db'}", tmp_path) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        assert client.get("/readyz").json() == {"status": "ready"}
+        sid = create_study(client)["id"]
+        (trial,) = client.post(f"/v1/studies/{sid}/suggestions",
+                               json={"worker_id": "w"}).json()["trials"]
+        client.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete", json={"value": 1.0})
+        text = client.get("/metrics").text
+        assert "bbkb_suggestions_total 1.0" in text
+        assert 'bbkb_results_total{outcome="completed"} 1.0' in text
+        assert "bbkb_batches_total 1.0" in text
+        assert 'route="/v1/studies/{study_id}/suggestions"' in text
+
+
+def test_bad_input_is_a_4xx_with_a_field_never_a_500(tmp_path):
+    with app_client(f"sqlite:///{tmp_path / 'b.db'}", tmp_path, max_json_bytes=10_000) as client:
+        sid = create_study(client, candidates=[[0.1, 0.2], [0.3, 0.4]])["id"]
+        cases = [
+            ("post", "/v1/studies", {"name": "n", "candidates": [[1.0, 2.0], [1.0]]},
+             422, "candidates"),
+            ("post", "/v1/studies", {"name": "n", "candidates": []}, 422, "candidates"),
+            ("post", "/v1/studies", {"name": "n", "candidates": [[1.0]],
+                                     "engine": {"lam": -1}}, 422, "engine.lam"),
+            ("post", "/v1/studies", {"name": "n", "candidates": [[1.0]],
+                                     "engine": {"kernel": {"name": "rbf",
+                                                           "lengthscale": 0}}},
+             422, "engine.kernel.lengthscale"),
+            ("post", "/v1/studies", {"name": "n", "candidates": [[1.0]],
+                                     "engine": {"batch_threshold": 1}},
+             422, "engine.batch_threshold"),
+            ("post", f"/v1/studies/{sid}/suggestions", {"worker_id": "w", "count": 0},
+             422, "count"),
+            ("post", f"/v1/studies/{sid}/trials/1/complete", {"value": "NaN"}, 422, "value"),
+            ("post", "/v1/studies/99/suggestions", {"worker_id": "w"}, 404, "study_id"),
+            ("get", "/v1/studies/abc", None, 422, "study_id"),
+        ]
+        for method, url, body, status, field in cases:
+            r = client.request(method, url, json=body)
+            assert (r.status_code, r.json().get("field")) == (status, field), (url, body, r.text)
+        huge = client.post("/v1/studies", content=b"x" * 20_000,
+                           headers={"content-type": "application/json"})
+        assert huge.status_code == 413
+        malformed = client.post("/v1/studies", content=b"{not json",
+                                headers={"content-type": "application/json"})
+        assert malformed.status_code == 422
