@@ -302,7 +302,9 @@ class Strategy:
             return np.zeros(0, dtype=np.int64)
         arms, counts, _ = self._counts(self._masks(start, b)[0])
         rng = self._rng(STREAM_DICTIONARY, b)
-        if self._posterior is None:
+        records = self._records
+        imported_now = np.any((records.kind[:start] == IMPORTED) & (records.folded[:start] == b))
+        if self._posterior is None or imported_now:  # existing data: leverage-score sampling
             return warm_start_dictionary(cfg.kernel, self.candidates, arms, counts, lam=cfg.lam,
                                          oversampling=cfg.oversampling, rng=rng,
                                          block_rows=cfg.block_rows)

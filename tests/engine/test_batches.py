@@ -154,3 +154,17 @@ def test_warm_start_builds_a_dictionary_from_imported_data():
     mean, _ = strategy.predict()
     assert np.corrcoef(mean, f)[0, 1] > 0.9  # the imported values shape the posterior
     assert f[batch[0].arm] > np.quantile(f, 0.9)  # and the first suggestion is a good arm
+
+
+def test_a_large_import_mid_run_keeps_the_dictionary_small():
+    """Imports fold in with leverage-score sampling, not stale start-of-batch variances."""
+    X, f = smooth_problem(n=3000, d=2, seed=9)
+    strategy = Strategy(X, strategy="bbkb", kernel={"name": "rbf", "lengthscale": 0.3},
+                        lam=1.0, mode="sync", seed=0)
+    rng = np.random.default_rng(9)
+    run(strategy, f, 100, rng)
+    before = len(strategy.dictionary)
+    for arm in rng.choice(3000, size=2000, replace=False):
+        strategy.observe(int(arm), f[arm])
+    run(strategy, f, 10, rng)
+    assert len(strategy.dictionary) < max(4 * before, 100) < 2000
