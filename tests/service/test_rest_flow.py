@@ -186,3 +186,21 @@ def test_trial_pagination_is_keyset_and_filterable(database_url, tmp_path):
         completed = client.get(f"/v1/studies/{sid}/trials",
                                params={"status": "completed", "limit": 100}).json()["trials"]
         assert [t["t"] for t in completed] == list(range(20))
+
+
+def test_csv_import_for_lab_spreadsheets(database_url, tmp_path):
+    with app_client(database_url, tmp_path) as client:
+        sid = create_study(client)["id"]
+        ok = client.post(f"/v1/studies/{sid}/observations.csv",
+                         content="candidate,value,note\n3,0.5,a\n7,0.25,b\n",
+                         headers={"content-type": "text/csv"})
+        assert ok.json() == {"imported": 2}
+        assert client.get(f"/v1/studies/{sid}/best").json()["candidate"] == 3
+        bad = client.post(f"/v1/studies/{sid}/observations.csv", content="candidate,value\n1,x\n")
+        assert bad.status_code == 422 and "line 2" in bad.json()["detail"]
+        nohead = client.post(f"/v1/studies/{sid}/observations.csv", content="a,b\n1,2\n")
+        assert nohead.status_code == 422 and "candidate" in nohead.json()["detail"]
+        outside = client.post(f"/v1/studies/{sid}/observations.csv",
+                              content="candidate,value\n100000,1\n")
+        assert outside.status_code == 422
+        assert client.get(f"/v1/studies/{sid}").json()["n_trials"] == 2  # nothing half-imported

@@ -8,10 +8,11 @@ from collections.abc import Iterator
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
 from ... import studies, trials
-from ...errors import NotFound
+from ...errors import Invalid, NotFound
 from ...store import queries
 from ...store.database import transaction
 from ...store.models import Study, utcnow
@@ -82,6 +83,33 @@ def import_observations(study_id: StudyId, body: ImportRequest, owner: OwnerDep,
     pairs = [(o.candidate, o.value) for o in body.observations]
     return {"imported": runtimes.mutate(study_id, owner, lambda s, r, _: trials.import_observations(
         s, r, pairs, utcnow()))}
+
+
+@router.post("/observations.csv", openapi_extra={"requestBody": {"content": {
+    "text/csv": {"schema": {"type": "string"}}}, "required": True}})
+async def import_observations_csv(study_id: StudyId, request: Request, owner: OwnerDep,
+                                  runtimes: RuntimesDep) -> dict[str, int]:
+    """Warm start from a spreadsheet: a CSV with a header holding ``candidate`` and ``value``."""
+    pairs = parse_observations_csv((await request.body()).decode("utf-8", errors="replace"))
+    return {"imported": await run_in_threadpool(
+        runtimes.mutate, study_id, owner,
+        lambda s, r, _: trials.import_observations(s, r, pairs, utcnow()))}
+
+
+def parse_observations_csv(text: str) -> list[tuple[int, float]]:
+    reader = csv.DictReader(io.StringIO(text))
+    missing = {"candidate", "value"} - set(reader.fieldnames or [])
+    if missing:
+        raise Invalid(f"CSV header lacks column(s) {sorted(missing)}", field="body")
+    pairs = []
+    for line, row in enumerate(reader, start=2):
+        try:
+            pairs.append((int(row["candidate"]), float(row["value"])))
+        except (TypeError, ValueError) as exc:
+            raise Invalid(f"CSV line {line}: {exc}", field=f"body.line{line}") from exc
+    if not pairs:
+        raise Invalid("CSV has no rows", field="body")
+    return pairs
 
 
 @router.get("/trials")
