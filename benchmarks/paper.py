@@ -109,7 +109,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--strategies", nargs="+", default=PAPER_STRATEGIES,
                    choices=list(STRATEGIES))
     p.add_argument("--T", type=int, default=10_000, help="selections per run")
-    p.add_argument("--seeds", type=int, default=10, help="seeds 0..n-1 per configuration")
+    p.add_argument("--seeds", type=int, default=10, help="number of seeds per configuration")
+    p.add_argument("--first-seed", type=int, default=0,
+                   help="seeds are first-seed .. first-seed + seeds - 1 (fresh seeds for a "
+                        "validation run)")
     p.add_argument("--lengthscales", type=float, nargs="+", default=[4.0],
                    help="RBF bandwidths on z-scored features (a sweep if several)")
     p.add_argument("--lams", type=float, nargs="+", default=[1.0], help="regulariser lambda")
@@ -130,7 +133,8 @@ def run_specs(args: argparse.Namespace) -> list[RunSpec]:
     """Every (dataset, strategy, configuration, seed) combination, with per-strategy caps."""
     specs = []
     grid = itertools.product(args.datasets, args.strategies, args.lengthscales, args.lams,
-                             args.explores, args.thresholds, range(args.seeds))
+                             args.explores, args.thresholds,
+                             range(args.first_seed, args.first_seed + args.seeds))
     for dataset, strategy, ls, lam, explore, threshold, seed in grid:
         steps = args.T
         if strategy in EXACT:

@@ -66,7 +66,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 GB = 1e9
 MEMORY_LIMIT = 12 * GB
 TARGET = {"arms": 10**6, "m": 256, "d": 20, "seconds": 10.0, "bytes": 8 * GB, "floor_ratio": 2.0}
-SWEEP_BLOCKS = (1024, 2048, 4096, 8192, 16384, 32768)
+SWEEP_BLOCKS = (2048, 4096, 8192, 16384, 32768)
 Phases = dict[str, float]
 
 
@@ -163,27 +163,34 @@ def gemm_rate(rows: int, m: int, dim: int, seconds: float = 0.15) -> float:
     return 2.0 * rows * m * dim / best
 
 
-def time_construction(problem: Problem, job: Job) -> dict[str, Any]:
-    """Timed constructions, each right after a GEMM-rate sample (pairs share the load)."""
+def time_construction(problem: Problem, job: Job, held: NystromPosterior) -> dict[str, Any]:
+    """Timed constructions, each right after a GEMM-rate sample (pairs share the load).
+
+    The first one is built while ``held`` (the posterior of :func:`measure_memory`) is still
+    alive, as ``Strategy._install_batch`` does, and records the peak RSS of that situation.
+    """
     rows = min(job.block_rows, job.arms)
     walls: list[float] = []
     cpus: list[float] = []
     rates: list[float] = []
-    posterior = None
+    posterior, held_peak = None, 0
     while len(walls) < job.repeats or (sum(walls) < job.min_seconds and len(walls) < 25):
         rates.append(gemm_rate(rows, job.m, job.m))
-        del posterior
+        posterior = None  # free the previous timed posterior before the next construction
         cpu, wall = time.process_time(), time.perf_counter()
         posterior = build_current(problem, job)
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
+        if held is not None:
+            held, held_peak = None, maxrss_bytes()
     floor = [2.0 * job.arms * job.m**2 / r for r in rates]
     problem.extra["posterior"] = posterior
     return {"seconds": walls, "cpu_seconds": cpus, "gemm_flops": rates, "floor_seconds": floor,
-            "floor_ratio": [w / f for w, f in zip(walls, floor, strict=True)]}
+            "floor_ratio": [w / f for w, f in zip(walls, floor, strict=True)],
+            "rss_peak_with_previous_bytes": held_peak}
 
 
-def measure_memory(problem: Problem, job: Job) -> dict[str, Any]:
+def measure_memory(problem: Problem, job: Job) -> tuple[dict[str, Any], NystromPosterior]:
     """First construction: ru_maxrss delta over the post-candidates baseline, tracemalloc peak."""
     baseline = maxrss_bytes()
     tracemalloc.start()
@@ -193,27 +200,83 @@ def measure_memory(problem: Problem, job: Job) -> dict[str, Any]:
     peak = maxrss_bytes()
     return {"rss_baseline_bytes": baseline, "rss_peak_bytes": peak,
             "rss_delta_bytes": peak - baseline, "tracemalloc_peak_bytes": traced,
-            "dim": posterior.dim, "whitened_bytes": posterior.whitened.nbytes}
+            "dim": posterior.dim, "whitened_bytes": posterior.whitened.nbytes}, posterior
 
 
-def time_steps(posterior: NystromPosterior, job: Job) -> dict[str, Any]:
-    """In-batch steps: LazyUCB.select + add_pending, timed separately and together."""
-    selector, rng = LazyUCB(), np.random.default_rng(job.seed + 1)
+def first_touch_seconds(shape: tuple[int, int]) -> float:
+    """Allocate and fill a fresh float64 array (page-fault cost of a new z' matrix here)."""
+    start = time.perf_counter()
+    array = np.empty(shape)
+    array.fill(0.0)
+    elapsed = time.perf_counter() - start
+    del array
+    return elapsed
+
+
+class SortedLazyUCB(LazyUCB):
+    """Prototype (not in the service): LazyUCB without O(A) work per step.
+
+    Never-refreshed arms keep their start-of-batch bound, so one argsort at batch start orders
+    them for the whole batch; only the (few) refreshed arms need a partial sort at each step.
+    Returns the same exact argmax as :class:`LazyUCB`.
+    """
+
+    def start(self, posterior, width: float) -> None:  # type: ignore[no-untyped-def]
+        super().start(posterior, width)
+        self.order = np.argsort(-self.bound, kind="stable")
+        self.next = 0  # self.order[self.next:] have never been refreshed
+        self.touched = np.zeros(0, dtype=np.int64)
+
+    def select(self, rng: np.random.Generator) -> int:
+        k, A = self.first_block, len(self.bound)
+        while True:
+            fresh = self.order[self.next : self.next + k]
+            self.next += len(fresh)
+            old = self.touched
+            if len(old) > k:
+                old = old[np.argpartition(-self.bound[old], k - 1)[:k]]
+            top = np.concatenate([old, fresh])
+            self.bound[top] = self.ucb(top)
+            self.refreshed += len(top)
+            self.touched = np.concatenate([self.touched, fresh])
+            best = int(self.touched[np.argmax(self.bound[self.touched])])
+            stale = self.bound[self.order[self.next]] if self.next < A else -np.inf
+            if self.bound[best] >= stale and np.any(top == best):
+                return best
+            k = min(4 * k, A)
+
+
+def time_steps(posterior: NystromPosterior, job: Job,
+               selector: LazyUCB | None = None) -> dict[str, Any]:
+    """In-batch steps: ``selector.select`` + ``add_pending``, timed separately and together."""
+    selector, rng = selector or LazyUCB(), np.random.default_rng(job.seed + 1)
+    posterior._ginv = np.eye(posterior.dim)  # benchmark-only reset: no pending points yet
     start = time.perf_counter()
     selector.start(posterior, job.width)
     opened = time.perf_counter() - start
     select = pend = 0.0
+    arms = []
     for _ in range(job.steps):
         t0 = time.perf_counter()
-        arm = selector.select(rng)
+        arms.append(selector.select(rng))
         t1 = time.perf_counter()
-        posterior.add_pending(arm)
+        posterior.add_pending(arms[-1])
         t2 = time.perf_counter()
         select, pend = select + (t1 - t0), pend + (t2 - t1)
     return {"start_seconds": opened, "step_seconds": (select + pend) / job.steps,
             "select_seconds": select / job.steps, "add_pending_seconds": pend / job.steps,
             "refreshed_per_step": selector.refreshed / job.steps,
-            "mean_spread": float(np.ptp(posterior.mean))}
+            "mean_spread": float(np.ptp(posterior.mean)), "arms": arms}
+
+
+def compare_selectors(posterior: NystromPosterior, job: Job) -> dict[str, Any]:
+    """The service's LazyUCB and the SortedLazyUCB prototype on the same posterior."""
+    current = time_steps(posterior, job)
+    proposed = time_steps(posterior, job, SortedLazyUCB())
+    proposed["same_arms"] = current["arms"] == proposed["arms"]
+    current.pop("arms")
+    proposed.pop("arms")
+    return {**current, "sorted_prototype": proposed}
 
 
 # ----------------------------------------------------------------------------- profiling
@@ -273,12 +336,13 @@ def _rbf_block(Xb: np.ndarray, scaled_points_t: np.ndarray, half_sq_points: np.n
 
 
 def fused_phases(problem: Problem, job: Job, block_rows: int, phases: Phases,
-                 inplace_kernel: bool = True) -> dict:
+                 inplace_kernel: bool = True, out: np.ndarray | None = None) -> dict:
     """Proposed construction: V_all = Q diag(v) Q^T, z'' = diag(v)^-1/2 Q^T z = W^T k_S(x).
 
     One GEMM per block embeds and whitens at once (W = T Q diag(v)^-1/2 replaces GEMM + TRSM),
     ||z''||^2 and ||z||^2 = sum v z''^2 come from one small GEMM of z''^2 against [1, v], and the
-    mean from a GEMV, all while the block is in cache; no full-size temporaries.
+    mean from a GEMV, all while the block is in cache; no full-size temporaries. ``out``: an
+    (A, m') buffer to overwrite (the previous batch's z''), which avoids fresh page faults.
     """
     X, kernel, lam = problem.candidates, problem.kernel, job.lam
     with phase(phases, "setup (eigh K_S, V_all, V_obs)"):
@@ -291,7 +355,8 @@ def fused_phases(problem: Problem, job: Job, block_rows: int, phases: Phases,
         scaled_t, half_sq = np.ascontiguousarray(points.T * gamma), 0.5 * gamma * (points**2).sum(1)
         W_k = W * kernel.variance if inplace_kernel else W
     A, dim = len(X), W.shape[1]
-    whitened, residual, variance, mean = np.empty((A, dim)), np.empty(A), np.empty(A), np.empty(A)
+    whitened = out if out is not None and out.shape == (A, dim) else np.empty((A, dim))
+    residual, variance, mean = np.empty(A), np.empty(A), np.empty(A)
     K_buf, sq_buf, norms_buf = np.empty((block_rows, len(points))), np.empty((block_rows, dim)), \
         np.empty((block_rows, 2))
     for start in range(0, A, block_rows):
@@ -334,11 +399,13 @@ def check_equivalent(ref: NystromPosterior, new: dict, seed: int) -> dict[str, f
 
 
 def _variants(problem: Problem, job: Job) -> dict[str, Callable[[Phases, int], Any]]:
+    buffer = np.empty((job.arms, problem.extra["dim"]))
     return {
         "service NystromPosterior": lambda ph, b: build_current(problem, job, b),
         "current (standalone copy)": lambda ph, b: current_phases(problem, job, b, ph),
         "fused whitening": lambda ph, b: fused_phases(problem, job, b, ph, inplace_kernel=False),
         "fused + in-place RBF": lambda ph, b: fused_phases(problem, job, b, ph),
+        "fused + RBF, reused buffer": lambda ph, b: fused_phases(problem, job, b, ph, out=buffer),
     }
 
 
@@ -358,9 +425,9 @@ def profile(problem: Problem, job: Job) -> dict[str, Any]:
             del out
     errors = {name: check_equivalent(build_current(problem, job),
                                      variants[name]({}, job.block_rows), job.seed)
-              for name in names[2:]}
+              for name in names[2:4]}
     tracemalloc.start()
-    variants[names[-1]]({}, job.block_rows)
+    variants["fused + in-place RBF"]({}, job.block_rows)
     fused_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return {"seconds": times, "gemm_flops": rates,
@@ -411,9 +478,12 @@ def run_worker(job: Job) -> dict[str, Any]:
         info["e2e"] = run_e2e(job)
     else:
         problem = make_problem(job)
-        info["memory"] = measure_memory(problem, job)
-        info["construction"] = time_construction(problem, job)
-        info["steps"] = time_steps(problem.extra.pop("posterior"), job)
+        info["memory"], held = measure_memory(problem, job)
+        problem.extra["dim"] = held.dim
+        info["construction"] = time_construction(problem, job, held)
+        del held
+        info["steps"] = compare_selectors(problem.extra.pop("posterior"), job)
+        info["first_touch_seconds"] = first_touch_seconds((job.arms, info["memory"]["dim"]))
         if job.profile:
             info["profile"] = profile(problem, job)
         if job.sweep:
@@ -468,31 +538,41 @@ def plan(args: argparse.Namespace) -> list[Job]:
 def summarise(result: dict[str, Any]) -> dict[str, Any]:
     """One table row (medians, minima, ratios) from a worker's raw measurements."""
     job, con, mem, steps = result["job"], result["construction"], result["memory"], result["steps"]
+    proto = steps["sorted_prototype"]
     return {"A": job["arms"], "m": job["m"], "dim": mem["dim"],
             "t_med": float(np.median(con["seconds"])), "t_min": float(np.min(con["seconds"])),
-            "cpu_med": float(np.median(con["cpu_seconds"])),
+            "cpu_med": float(np.median(con["cpu_seconds"])), "repeats": len(con["seconds"]),
             "gflops": float(np.median(con["gemm_flops"])) / 1e9,
             "floor": float(np.median(con["floor_seconds"])),
             "ratio": float(np.median(con["floor_ratio"])),
             "ratio_best": float(np.min(con["seconds"]) / np.min(con["floor_seconds"])),
             "step_ms": 1e3 * steps["step_seconds"], "select_ms": 1e3 * steps["select_seconds"],
             "pending_ms": 1e3 * steps["add_pending_seconds"],
-            "refreshed": steps["refreshed_per_step"], "rss_gb": mem["rss_delta_bytes"] / GB,
+            "refreshed": steps["refreshed_per_step"], "sorted_step_ms": 1e3 * proto["step_seconds"],
+            "same_arms": proto["same_arms"], "rss_gb": mem["rss_delta_bytes"] / GB,
             "rss_total_gb": mem["rss_peak_bytes"] / GB,
+            "rss_held_gb": con["rss_peak_with_previous_bytes"] / GB,
             "traced_gb": mem["tracemalloc_peak_bytes"] / GB,
+            "touch_s": result["first_touch_seconds"],
             "load": (result["load_before"][0] + result["load_after"][0]) / 2}
 
 
-HEADER = ("      A    m   m'  t_med(s)  t_min(s)  GF/s  floor(s) ratio | step(ms) select  add  "
-          "refresh | RSSd(GB) RSS(GB) traced  load")
+TIME_HEADER = ("      A    m   m'  t_med(s)  t_min(s)  cpu(s) n  GF/s  floor(s) ratio best")
+STEP_HEADER = ("      A    m | step(ms) select   add refresh sorted* same | RSSd(GB) RSS(GB) "
+               "+prev(GB) traced touch(s) load")
 
 
-def format_row(r: dict[str, Any]) -> str:
-    return (f"{r['A']:>7.0e} {r['m']:>4d} {r['dim']:>4d} {r['t_med']:>9.3f} {r['t_min']:>9.3f} "
-            f"{r['gflops']:>5.1f} {r['floor']:>9.3f} {r['ratio']:>5.1f} | {r['step_ms']:>8.3f} "
-            f"{r['select_ms']:>6.3f} {r['pending_ms']:>5.3f} {r['refreshed']:>7.1f} | "
-            f"{r['rss_gb']:>8.3f} {r['rss_total_gb']:>7.3f} {r['traced_gb']:>6.3f} "
-            f"{r['load']:>5.1f}")
+def format_rows(r: dict[str, Any]) -> tuple[str, str]:
+    """The resparsification line and the step / memory line of one configuration."""
+    key = f"{r['A']:>7.0e} {r['m']:>4d}"
+    timing = (f"{key} {r['dim']:>4d} {r['t_med']:>9.3f} {r['t_min']:>9.3f} {r['cpu_med']:>7.2f} "
+              f"{r['repeats']:>2d} {r['gflops']:>5.1f} {r['floor']:>9.3f} {r['ratio']:>5.1f} "
+              f"{r['ratio_best']:>4.1f}")
+    steps = (f"{key} | {r['step_ms']:>8.3f} {r['select_ms']:>6.3f} {r['pending_ms']:>5.3f} "
+             f"{r['refreshed']:>7.1f} {r['sorted_step_ms']:>7.3f} {str(r['same_arms'])[0]:>4} | "
+             f"{r['rss_gb']:>8.3f} {r['rss_total_gb']:>7.3f} {r['rss_held_gb']:>9.3f} "
+             f"{r['traced_gb']:>6.3f} {r['touch_s']:>8.2f} {r['load']:>4.1f}")
+    return timing, steps
 
 
 def fit_exponents(rows: list[dict[str, Any]], key: str, min_arms: int) -> dict[str, Any]:
@@ -674,11 +754,19 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
         if "error" in r:
             print(f"FAILED A={r['job']['arms']} m={r['job']['m']}: {r['error']}")
     rows = [summarise(r) for r in ok]
-    print("\nresparsification (NystromPosterior construction) and in-batch step, "
-          f"d={args.d}; ratio = median over repeats of t / (2 A m^2 / adjacent GEMM rate)")
-    print(HEADER)
+    print(f"\nresparsification = NystromPosterior construction, d={args.d}, block_rows="
+          f"{args.block_rows}; ratio = median of t / (2 A m^2 / GEMM rate measured just before), "
+          "best = t_min / floor at the best rate")
+    print(TIME_HEADER)
     for row in rows:
-        print(format_row(row))
+        print(format_rows(row)[0])
+    print("\nin-batch step (LazyUCB.select + add_pending; sorted* = SortedLazyUCB prototype, same ="
+          " same arms) and memory (RSSd = ru_maxrss delta, RSS = process peak, +prev = peak when "
+          "the previous posterior is alive, traced = tracemalloc peak, touch = first touch of a "
+          "fresh A x m' array)")
+    print(STEP_HEADER)
+    for row in rows:
+        print(format_rows(row)[1])
     fits = {"resparsification": fit_exponents(rows, "t_med", 10**4),
             "step": fit_exponents(rows, "step_ms", 10**4)}
     print()

@@ -69,9 +69,10 @@ def _new_trials(session: Session, runtime: StudyRuntime, worker_id: str, count: 
     selections = strategy.ask(count)
     if strategy.batch > before:
         queries.fold_outcomes(session, runtime.study_id, before + 1)
-    for info in strategy.batches:
-        if info.index >= max(before, 0):
-            queries.upsert_batch(session, runtime.study_id, info, now)
+    for info in reversed(strategy.batches):  # the batches this ask touched, newest first
+        if info.index < max(before, 0):
+            break
+        queries.save_batch(session, runtime.study_id, info, new=info.index > before, now=now)
         if info.index > before:
             opened.append(info.open_seconds)
     trials = [Trial(study_id=runtime.study_id, t=s.t, candidate=s.arm, batch=s.batch,

@@ -75,18 +75,20 @@ def fold_outcomes(session: Session, study_id: int, batch: int) -> None:
                                         Trial.status.in_(FINAL)).values(folded=batch))
 
 
-def upsert_batch(session: Session, study_id: int, info: Any, now: Any) -> None:
-    """Insert or update the row of one engine BatchInfo (with its dictionary)."""
-    row = session.get(Batch, (study_id, info.index))
-    if row is None:
+def save_batch(session: Session, study_id: int, info: Any, *, new: bool, now: Any) -> None:
+    """Insert a batch the engine just opened (with its dictionary), or update its size/close."""
+    closed = now if info.stop_reason is not None else None
+    if new:
         seconds = info.open_seconds if math.isfinite(info.open_seconds) else None
-        row = Batch(study_id=study_id, index=info.index, start_t=info.start,
-                    dictionary=to_bytes(info.dictionary), dictionary_size=info.dictionary_size,
-                    embedding_dim=info.embedding_dim, open_seconds=seconds, opened_at=now)
-        session.add(row)
-    row.size, row.stop_reason = info.size, info.stop_reason
-    if info.stop_reason is not None and row.closed_at is None:
-        row.closed_at = now
+        session.add(Batch(study_id=study_id, index=info.index, start_t=info.start,
+                          size=info.size, stop_reason=info.stop_reason, opened_at=now,
+                          closed_at=closed, dictionary=to_bytes(info.dictionary),
+                          dictionary_size=info.dictionary_size,
+                          embedding_dim=info.embedding_dim, open_seconds=seconds))
+        return
+    session.execute(update(Batch).where(Batch.study_id == study_id, Batch.index == info.index)
+                    .values(size=info.size, stop_reason=info.stop_reason,
+                            closed_at=func.coalesce(Batch.closed_at, closed)))
 
 
 def running_for_worker(session: Session, study_id: int, worker_id: str) -> list[Trial]:

@@ -1,0 +1,130 @@
+"""Service latency and restart time, over real HTTP against a real server process.
+
+1. Ask + tell round trip (``POST suggestions`` with count=1, then ``POST complete``) with a
+   trivial objective, one server process on SQLite, for studies holding 10^3, 10^4 and 10^5
+   trials (grown by a warm-start import, then 10 batches of live trials). p50 / p99 / mean.
+2. Restart: a study with A = 10^5 candidates and 10^5 trials; the server is killed (SIGKILL)
+   and started again; time until the first suggestion is served (process start + lazy rebuild).
+
+Usage: python benchmarks/service_latency.py [--quick] [--sizes 1000 10000 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from service.processes import ServerProcess
+
+ENGINE = {"strategy": "bbkb", "mode": "async", "lam": 1.0, "explore": 0.3, "seed": 0,
+          "kernel": {"name": "rbf", "lengthscale": 0.5}}
+
+
+def objective(x: np.ndarray) -> np.ndarray:
+    """A smooth bump on [0, 1]^d (trivial to evaluate; its d_eff keeps the engine cheap)."""
+    return np.exp(-np.sum((np.atleast_2d(x) - 0.6) ** 2, axis=1) / 0.2)
+
+
+def create_study(http: httpx.Client, name: str, candidates: np.ndarray) -> int:
+    study = http.post("/v1/studies", json={"name": name, "upload": True, "engine": ENGINE})
+    sid = study.json()["id"]
+    buffer = io.BytesIO()
+    np.save(buffer, candidates)
+    r = http.put(f"/v1/studies/{sid}/candidates", content=buffer.getvalue())
+    r.raise_for_status()
+    return sid
+
+
+def grow(http: httpx.Client, sid: int, candidates: np.ndarray, n_trials: int,
+         rng: np.random.Generator) -> None:
+    """Import n_trials noisy observations in chunks (a warm start), as a lab would."""
+    for start in range(0, n_trials, 20_000):
+        size = min(20_000, n_trials - start)
+        arms = rng.integers(len(candidates), size=size)
+        values = objective(candidates[arms]) + 0.01 * rng.standard_normal(size)
+        obs = [{"candidate": int(a), "value": float(v)}
+               for a, v in zip(arms, values, strict=True)]
+        http.post(f"/v1/studies/{sid}/observations", json={"observations": obs},
+                  timeout=300).raise_for_status()
+
+
+def round_trips(http: httpx.Client, sid: int, candidates: np.ndarray, n: int) -> np.ndarray:
+    seconds = np.empty(n)
+    for i in range(n):
+        start = time.perf_counter()
+        (trial,) = http.post(f"/v1/studies/{sid}/suggestions",
+                             json={"worker_id": "bench", "count": 1}).json()["trials"]
+        value = float(objective(candidates[trial["candidate"]])[0])
+        http.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
+                  json={"value": value}).raise_for_status()
+        seconds[i] = time.perf_counter() - start
+    return seconds
+
+
+def latency(sizes: list[int], n: int, arms: int) -> None:
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProcess({"BBKB_DATA_DIR": tmp, "BBKB_AUTH": "none"}).start()
+        try:
+            with httpx.Client(base_url=server.url, timeout=120) as http:
+                print(f"{'trials':>8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}  (A={arms}, "
+                      f"{n} round trips)")
+                for size in sizes:
+                    X = rng.random((arms, 2))
+                    sid = create_study(http, f"lat-{size}", X)
+                    grow(http, sid, X, size, rng)
+                    round_trips(http, sid, X, 20)  # warm-up: the first ask builds the engine
+                    ms = 1000 * round_trips(http, sid, X, n)
+                    print(f"{size:>8} {np.percentile(ms, 50):8.2f} {np.percentile(ms, 99):8.2f}"
+                          f" {ms.mean():8.2f}")
+        finally:
+            server.stop()
+
+
+def restart(n_trials: int, arms: int) -> None:
+    rng = np.random.default_rng(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"BBKB_DATA_DIR": tmp, "BBKB_AUTH": "none"}
+        server = ServerProcess(env).start()
+        with httpx.Client(base_url=server.url, timeout=600) as http:
+            X = rng.random((arms, 2))
+            sid = create_study(http, "restart", X)
+            grow(http, sid, X, n_trials, rng)
+            round_trips(http, sid, X, 50)
+        server.kill()
+        size = Path(tmp, "bbkb.db").stat().st_size / 1e6
+        start = time.perf_counter()
+        server = ServerProcess(env).start()
+        ready = time.perf_counter() - start
+        with httpx.Client(base_url=server.url, timeout=600) as http:
+            http.post(f"/v1/studies/{sid}/suggestions",
+                      json={"worker_id": "bench", "count": 1}).raise_for_status()
+        served = time.perf_counter() - start
+        server.stop()
+    print(f"restart with A={arms}, {n_trials + 50} trials (database {size:.0f} MB): "
+          f"process ready {ready:.2f} s, first suggestion served {served:.2f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument("--round-trips", type=int, default=500)
+    args = parser.parse_args()
+    if args.quick:
+        latency([1000, 5000], 100, 2000)
+        restart(5000, 5000)
+        return
+    latency(args.sizes, args.round_trips, 2000)
+    restart(100_000, 100_000)
+
+
+if __name__ == "__main__":
+    main()
