@@ -1,4 +1,4 @@
-"""The ``bbkb`` command: serve, migrate, keys create (worker, demo and study commands follow)."""
+"""The ``bbkb`` command: serve, worker, migrate, keys create."""
 
 from __future__ import annotations
 
@@ -48,6 +48,13 @@ def _keys_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _worker(args: argparse.Namespace) -> int:
+    from workers.runner import main as worker_main
+
+    argv = ["--processes", str(args.processes)] + (["--burst"] if args.burst else [])
+    return worker_main(argv + (["--redis-url", args.redis_url] if args.redis_url else []))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bbkb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -61,6 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", help="where the default SQLite database lives")
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(run=_serve)
+
+    worker = sub.add_parser("worker", help="run RQ worker processes that evaluate trials",
+                            description="Needs BBKB_URL (the API), BBKB_API_KEY with keys, and "
+                                        "Redis (--redis-url or BBKB_REDIS_URL).")
+    worker.add_argument("--processes", "-n", type=int, default=1)
+    worker.add_argument("--redis-url", help="default: BBKB_REDIS_URL")
+    worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    worker.set_defaults(run=_worker)
 
     migrate = sub.add_parser("migrate", help="upgrade the database schema to this version")
     migrate.set_defaults(run=_migrate)

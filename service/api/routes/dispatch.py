@@ -1,0 +1,89 @@
+"""Server-side evaluation through Redis: start, pause, resume, and its status."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import func, select
+
+from ...errors import Conflict, Invalid
+from ...store.models import Trial
+from ..deps import OwnerDep, SessionDep, StudyId
+from .studies import owned
+
+router = APIRouter(prefix="/v1/studies/{study_id}/dispatch", tags=["dispatch"])
+
+
+class DispatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    n_evaluations: int = Field(ge=1, le=10_000_000)
+    parallelism: int = Field(default=8, ge=1, le=10_000)
+    objective: Annotated[str, Field(max_length=300)] | None = None
+    job_timeout: int = Field(default=3600, ge=1, le=7 * 86400)
+
+
+class DispatchStatus(BaseModel):
+    status: str | None
+    n_evaluations: int | None = None
+    parallelism: int | None = None
+    objective: str | None = None
+    in_flight: int = 0
+    finished: int = 0
+
+
+def _status(session, study) -> DispatchStatus:  # type: ignore[no-untyped-def]
+    plan = study.dispatch or {}
+    counts = dict(session.execute(select(Trial.status, func.count()).where(
+        Trial.study_id == study.id, Trial.kind == "suggested").group_by(Trial.status)).all())
+    return DispatchStatus(status=plan.get("status"), n_evaluations=plan.get("n_evaluations"),
+                          parallelism=plan.get("parallelism"), objective=plan.get("objective"),
+                          in_flight=counts.get("running", 0) + counts.get("pending", 0),
+                          finished=sum(counts.get(s, 0) for s in ("completed", "failed",
+                                                                   "abandoned")))
+
+
+@router.post("")
+def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
+                   session: SessionDep, request: Request) -> DispatchStatus:
+    """Evaluate the study's objective on Redis workers until n_evaluations are done."""
+    if request.app.state.dispatcher is None:
+        raise Conflict("this server has no Redis (set BBKB_REDIS_URL) to dispatch to",
+                       field="redis")
+    study = owned(session, study_id, owner)
+    objective = body.objective or study.spec.get("objective")
+    if not objective or ":" not in objective:
+        raise Invalid("an objective 'package.module:function', 'function:<name>' or "
+                      "'dataset:<name>' is needed", field="objective")
+    study.dispatch = body.model_dump() | {"objective": objective, "status": "running"}
+    request.app.state.dispatcher.wake.set()
+    return _status(session, study)
+
+
+def _set(study_id: int, owner: int, session, status: str) -> DispatchStatus:  # type: ignore[no-untyped-def]
+    study = owned(session, study_id, owner)
+    if not study.dispatch:
+        raise Conflict(f"study {study_id} has no dispatch to {status}", field="study_id")
+    study.dispatch = {**study.dispatch, "status": status}
+    return _status(session, study)
+
+
+@router.post("/pause")
+def pause_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> DispatchStatus:
+    return _set(study_id, owner, session, "paused")
+
+
+@router.post("/resume")
+def resume_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
+                    request: Request) -> DispatchStatus:
+    status = _set(study_id, owner, session, "running")
+    if request.app.state.dispatcher is not None:
+        request.app.state.dispatcher.wake.set()
+    return status
+
+
+@router.get("")
+def get_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> DispatchStatus:
+    return _status(session, owned(session, study_id, owner))

@@ -1,0 +1,125 @@
+"""Server-side evaluation through Redis (RQ): keep a study's jobs in flight.
+
+For a study with an objective and dispatch ``running``, :meth:`Dispatcher.top_up` asks the
+engine for trials (as worker ``rq-<uuid>``) and enqueues one RQ job per trial: up to the
+study's parallelism in async mode, the whole batch in sync mode. Counting and asking happen
+inside the study's lock (Runtimes.mutate), so several server processes never over-dispatch;
+jobs are enqueued after the commit. The database stays the truth: :meth:`Dispatcher.repair`
+re-enqueues running trials whose job is missing from Redis (Redis restarted or flushed), and
+requeued trials (lost leases) are handed out again by the next top-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from typing import Any
+
+from sqlalchemy import func, select
+
+from . import trials
+from .runtime import Runtimes
+from .store.database import transaction
+from .store.models import Study, Trial, utcnow
+
+log = logging.getLogger("bbkb.dispatch")
+QUEUE = "bbkb"
+PREFIX = "rq-"
+
+
+def job_id(trial: Trial) -> str:
+    return f"bbkb-{trial.study_id}-{trial.id}-{trial.attempt}"
+
+
+class Dispatcher:
+    """Enqueues evaluation jobs for dispatching studies; one per server process."""
+
+    def __init__(self, runtimes: Runtimes, sessions: Any, redis_url: str) -> None:
+        from redis import Redis
+        from rq import Queue
+
+        self.runtimes, self.sessions = runtimes, sessions
+        self.redis = Redis.from_url(redis_url)
+        self.queue = Queue(QUEUE, connection=self.redis)
+        self.wake = threading.Event()
+
+    def studies(self) -> list[int]:
+        with transaction(self.sessions) as session:
+            rows = session.scalars(select(Study).where(Study.dispatch.is_not(None))).all()
+            return [s.id for s in rows if (s.dispatch or {}).get("status") == "running"
+                    and s.status == "active"]
+
+    def top_up(self, study_id: int) -> int:
+        """Enqueue jobs until the study's in-flight count reaches its target; returns how many."""
+        handed = self.runtimes.mutate(study_id, None, self._ask)
+        for payload, timeout in handed:
+            self.queue.enqueue("workers.job.evaluate_trial", payload, job_id=payload["job_id"],
+                               job_timeout=timeout, result_ttl=600, failure_ttl=3600)
+        return len(handed)
+
+    def _ask(self, session, runtime, study) -> list[tuple[dict, int]]:  # type: ignore[no-untyped-def]
+        plan = study.dispatch or {}
+        in_flight = session.scalar(select(func.count()).where(
+            Trial.study_id == study.id, Trial.status == "running",
+            Trial.worker_id.like(f"{PREFIX}%")))
+        done = session.scalar(select(func.count()).where(
+            Trial.study_id == study.id, Trial.kind == "suggested",
+            Trial.status.in_(("completed", "failed", "abandoned"))))
+        budget = int(plan.get("n_evaluations", 0)) - done - in_flight
+        if budget <= 0 and in_flight == 0:
+            study.dispatch = {**plan, "status": "done"}
+        sync = runtime.strategy.config.mode == "sync"
+        want = min(budget, 10_000 if sync else int(plan.get("parallelism", 1)) - in_flight)
+        if want <= 0:
+            return []
+        asked = trials.ask(session, runtime, study, worker_id=f"{PREFIX}{uuid.uuid4().hex[:12]}",
+                           count=want, now=utcnow())
+        timeout = int(plan.get("job_timeout", 3600))
+        return [(self._payload(runtime, t, plan["objective"]), timeout) for t in asked.trials]
+
+    @staticmethod
+    def _payload(runtime, trial: Trial, objective: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        return {"study_id": trial.study_id, "trial_id": trial.id, "worker_id": trial.worker_id,
+                "candidate": trial.candidate,
+                "vector": runtime.candidates[trial.candidate].tolist(),
+                "parameters": runtime.parameters(trial.candidate),
+                "objective": objective, "job_id": job_id(trial),
+                "lease_seconds": float(runtime.spec["lease_seconds"])}
+
+    def repair(self, study_id: int) -> int:
+        """Re-enqueue running trials whose job Redis no longer has (e.g. after a flush)."""
+        from rq.job import Job
+
+        with transaction(self.sessions) as session:
+            running = session.scalars(select(Trial).where(
+                Trial.study_id == study_id, Trial.status == "running",
+                Trial.worker_id.like(f"{PREFIX}%"))).all()
+            missing = [t for t in running if not Job.exists(job_id(t), connection=self.redis)]
+            if not missing:
+                return 0
+            plan = session.get(Study, study_id).dispatch or {}
+            timeout = int(plan.get("job_timeout", 3600))
+        payloads = self.runtimes.mutate(study_id, None, lambda s, r, _: [
+            self._payload(r, s.get(Trial, t.id), plan["objective"]) for t in missing])
+        for payload in payloads:
+            self.queue.enqueue("workers.job.evaluate_trial", payload, job_id=payload["job_id"],
+                               job_timeout=timeout, result_ttl=600, failure_ttl=3600)
+        log.warning("re-enqueued %d trial(s) of study %d missing from Redis", len(missing),
+                    study_id)
+        return len(missing)
+
+    def loop(self, stop: threading.Event, interval: float = 0.5) -> None:
+        """Top up every dispatching study when woken (a result arrived) or every interval."""
+        passes = 0
+        while not stop.is_set():
+            self.wake.wait(interval)
+            self.wake.clear()
+            try:
+                for study_id in self.studies():
+                    if passes % 20 == 0:
+                        self.repair(study_id)
+                    self.top_up(study_id)
+            except Exception:  # noqa: BLE001 - keep dispatching after a failed pass
+                log.exception("dispatch pass failed")
+            passes += 1
