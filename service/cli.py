@@ -1,4 +1,4 @@
-"""The ``bbkb`` command: serve, worker, migrate, keys create."""
+"""The ``bbkb`` command: demo, serve, worker, migrate, keys create."""
 
 from __future__ import annotations
 
@@ -55,6 +55,12 @@ def _worker(args: argparse.Namespace) -> int:
     return worker_main(argv + (["--redis-url", args.redis_url] if args.redis_url else []))
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import main as demo_main
+
+    return demo_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bbkb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -76,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--redis-url", help="default: BBKB_REDIS_URL")
     worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
     worker.set_defaults(run=_worker)
+
+    demo = sub.add_parser("demo", add_help=False,
+                          help="the whole system end to end (Redis, server, workers)")
+    demo.add_argument("rest", nargs=argparse.REMAINDER)
+    demo.set_defaults(run=_demo)
 
     migrate = sub.add_parser("migrate", help="upgrade the database schema to this version")
     migrate.set_defaults(run=_migrate)

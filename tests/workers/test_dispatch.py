@@ -1,0 +1,154 @@
+"""Distributed evaluation end to end: real Redis, a real server, real RQ worker processes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pytest
+
+from service.processes import RedisProcess, ServerProcess
+from workers import runner
+
+from .objective_fns import quadratic
+
+X = np.random.default_rng(0).random((300, 2))
+
+
+@pytest.fixture
+def system(tmp_path) -> Iterator[dict]:  # type: ignore[no-untyped-def]
+    redis = RedisProcess().start()
+    env = {"BBKB_DATA_DIR": str(tmp_path), "BBKB_AUTH": "none", "BBKB_REDIS_URL": redis.url,
+           "BBKB_REAPER_INTERVAL": "0.2"}
+    server = ServerProcess(env).start()
+    parts = {"redis": redis, "server": server, "env": env, "workers": []}
+    yield parts
+    runner.stop(parts["workers"], timeout=5)
+    server.stop()
+    redis.stop()
+
+
+def _start_workers(system: dict, n: int, **env: str) -> None:
+    system["workers"] += runner.spawn(system["redis"].url, n,
+                                      env={"BBKB_URL": system["server"].url, **env})
+
+
+def _study(url: str, objective: str, **fields) -> int:  # type: ignore[no-untyped-def]
+    body = {"name": "dist", "candidates": X.tolist(), "parameter_names": ["x0", "x1"],
+            "objective": objective, "lease_seconds": 2.0,
+            "engine": {"strategy": "bbkb", "mode": "async", "seed": 0,
+                       "kernel": {"name": "rbf", "lengthscale": 0.3}}} | fields
+    r = httpx.post(f"{url}/v1/studies", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def _dispatch_and_wait(url: str, sid: int, n: int, timeout: float = 120, **plan) -> dict:  # type: ignore[no-untyped-def]
+    r = httpx.post(f"{url}/v1/studies/{sid}/dispatch",
+                   json={"n_evaluations": n, "parallelism": 4} | plan)
+    assert r.status_code == 200, r.text
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()
+        if status["status"] == "done":
+            return status
+        time.sleep(0.2)
+    raise AssertionError(f"dispatch did not finish: {status}")
+
+
+def _trials(url: str, sid: int) -> list[dict]:
+    return httpx.get(f"{url}/v1/studies/{sid}/trials", params={"limit": 10_000}).json()["trials"]
+
+
+def test_four_workers_evaluate_a_study_end_to_end(system):
+    url = system["server"].url
+    _start_workers(system, 4)
+    sid = _study(url, "tests.workers.objective_fns:quadratic")
+    status = _dispatch_and_wait(url, sid, 40)
+    trials = _trials(url, sid)
+    assert status["finished"] == 40 == len(trials)
+    assert all(t["status"] == "completed" for t in trials)
+    for t in trials:  # every recorded value is the objective at the trial's candidate
+        assert t["value"] == pytest.approx(quadratic(*X[t["candidate"]]), abs=1e-12)
+    assert len({t["worker_id"] for t in trials}) > 1
+
+
+def test_a_killed_worker_loses_nothing(system):
+    url = system["server"].url
+    _start_workers(system, 2, BBKB_TEST_DELAY="1.0")
+    sid = _study(url, "tests.workers.objective_fns:slow", max_attempts=5)
+    httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 8, "parallelism": 2})
+    time.sleep(0.6)  # both workers are inside an evaluation
+    system["workers"][0].kill()
+    _start_workers(system, 1, BBKB_TEST_DELAY="1.0")
+    deadline = time.monotonic() + 90
+    while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] != "done":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    trials = _trials(url, sid)
+    assert [t["status"] for t in trials] == ["completed"] * len(trials)
+    assert len(trials) == 8
+    assert max(t["attempt"] for t in trials) >= 2  # the killed worker's trial was re-run
+
+
+@pytest.mark.parametrize("objective, expect", [
+    ("flaky", "flaky instrument"), ("nan", "non-finite"), ("text", "not a number")])
+def test_bad_objectives_fail_with_a_reason_and_the_study_carries_on(system, objective, expect):
+    url = system["server"].url
+    _start_workers(system, 2)
+    sid = _study(url, f"tests.workers.objective_fns:{objective}", max_attempts=2)
+    status = _dispatch_and_wait(url, sid, 20)
+    trials = _trials(url, sid)
+    failed = [t for t in trials if t["status"] == "failed"]
+    assert status["finished"] == 20 and failed
+    assert all(expect in t["error"] for t in failed)
+    if objective != "text":
+        assert any(t["status"] == "completed" for t in trials)
+
+
+def test_a_hanging_objective_is_stopped_by_the_job_timeout(system):
+    url = system["server"].url
+    _start_workers(system, 2)
+    sid = _study(url, "tests.workers.objective_fns:hang", max_attempts=1)
+    status = _dispatch_and_wait(url, sid, 2, job_timeout=2, timeout=60)
+    trials = _trials(url, sid)
+    assert status["finished"] == 2
+    assert {t["status"] for t in trials} <= {"failed", "abandoned"}
+
+
+def test_redis_flushed_mid_run_is_repaired_from_the_database(system):
+    from redis import Redis
+
+    url = system["server"].url
+    sid = _study(url, "tests.workers.objective_fns:quadratic")
+    httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 12, "parallelism": 4})
+    time.sleep(1.0)  # jobs enqueued, no worker yet
+    Redis.from_url(system["redis"].url).flushall()
+    _start_workers(system, 2)
+    deadline = time.monotonic() + 90
+    while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] != "done":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert [t["status"] for t in _trials(url, sid)] == ["completed"] * 12
+
+
+def test_the_server_restarted_mid_run_loses_no_result(system):
+    url = system["server"].url
+    _start_workers(system, 3, BBKB_TEST_DELAY="0.5")
+    sid = _study(url, "tests.workers.objective_fns:slow")
+    httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 15, "parallelism": 3})
+    time.sleep(1.2)
+    port = system["server"].port
+    system["server"].kill()
+    time.sleep(1.0)  # workers finish evaluations and keep retrying their results
+    system["server"] = ServerProcess(system["env"], port=port).start()
+    deadline = time.monotonic() + 90
+    while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] != "done":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    trials = _trials(url, sid)
+    assert len(trials) == 15 and all(t["status"] == "completed" for t in trials)
+    for t in trials:
+        assert t["value"] == pytest.approx(quadratic(*X[t["candidate"]]), abs=1e-12)
