@@ -3,17 +3,21 @@
 Features are what the kernel sees: floats as they are, log-scale parameters as log(x), integers as
 numbers, categoricals one-hot. A search space plus a count becomes a candidate set by a scrambled
 Sobol sequence (scipy.stats.qmc), seeded by the study's seed.
+
+The models are part of the API schemas, which the SDK imports: numpy and scipy are imported only
+where candidates are made or decoded, so ``import client`` stays light.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, Field, model_validator
-from scipy.stats import qmc
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Value = float | int | str
 
@@ -63,6 +67,9 @@ class SearchSpace(BaseModel):
 
     def sample(self, n: int, seed: int) -> np.ndarray:
         """n candidate rows (n, dim) from a scrambled Sobol sequence in the unit cube."""
+        import numpy as np
+        from scipy.stats import qmc
+
         sampler = qmc.Sobol(d=len(self.parameters), scramble=True, seed=seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # n need not be a power of 2
@@ -72,6 +79,8 @@ class SearchSpace(BaseModel):
 
     @staticmethod
     def _column(p: Parameter, u: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         if p.type == "categorical":
             k = len(p.choices or [])
             return np.eye(k)[np.minimum((u * k).astype(int), k - 1)]
@@ -84,6 +93,8 @@ class SearchSpace(BaseModel):
 
     def decode(self, row: np.ndarray) -> dict[str, Value]:
         """Named parameter values of one feature row."""
+        import numpy as np
+
         out: dict[str, Value] = {}
         col = 0
         for p in self.parameters:
