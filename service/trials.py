@@ -105,12 +105,16 @@ def complete(session: Session, runtime: StudyRuntime, *, trial_id: int, value: f
 
 
 def fail(session: Session, runtime: StudyRuntime, *, trial_id: int, reason: str,
-         retryable: bool, now: datetime) -> Trial:
+         retryable: bool, now: datetime, worker_id: str | None = None) -> Trial:
+    """A failed evaluation. Only the worker holding the lease (when it names itself) may fail a
+    running trial; failing a trial already back in the pool is a no-op."""
     trial = _trial(session, runtime, trial_id)
     if trial.status == "completed":
         raise Conflict(f"trial {trial_id} is already completed", field="trial_id")
-    if trial.status in ("failed", "abandoned"):
+    if trial.status in ("failed", "abandoned", "pending"):
         return trial
+    if worker_id is not None and trial.worker_id != worker_id:
+        raise Conflict(f"trial {trial_id} is leased to another worker", field="worker_id")
     trial.error = reason
     _give_back(runtime, trial, retryable=retryable, final_status="failed", now=now)
     return trial

@@ -46,11 +46,12 @@ def evaluate_trial(payload: dict[str, Any]) -> float | None:
             value = run(objective, payload["candidate"], payload["vector"],
                         payload["parameters"])
         except ValueError as exc:  # a bad objective spec or a bad value: retrying cannot help
-            study.fail(payload["trial_id"], str(exc), retryable=False)
+            study.fail(payload["trial_id"], str(exc), retryable=False,
+                       worker_id=payload["worker_id"])
             return None
         except Exception as exc:  # noqa: BLE001 - the objective's own failure
             reason = "".join(traceback.format_exception_only(exc)).strip()
-            study.fail(payload["trial_id"], reason, retryable=True)
+            study.fail(payload["trial_id"], reason, retryable=True, worker_id=payload["worker_id"])
             return None
         finally:
             stop.set()

@@ -21,6 +21,8 @@ def work(redis_url: str, burst: bool = False) -> None:
     from redis import Redis
     from rq import Queue, Worker
 
+    import workers.job  # noqa: F401 - preloaded: RQ forks per job and the fork inherits it
+
     connection = Redis.from_url(redis_url)
     worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
     worker.work(burst=burst, logging_level="WARNING")

@@ -204,3 +204,18 @@ def test_csv_import_for_lab_spreadsheets(database_url, tmp_path):
                               content="candidate,value\n100000,1\n")
         assert outside.status_code == 422
         assert client.get(f"/v1/studies/{sid}").json()["n_trials"] == 2  # nothing half-imported
+
+
+def test_a_stale_worker_cannot_fail_a_trial_another_worker_holds(database_url, tmp_path):
+    with app_client(database_url, tmp_path) as client:
+        sid = create_study(client, max_attempts=3)["id"]
+        (trial,) = client.post(f"/v1/studies/{sid}/suggestions",
+                               json={"worker_id": "a", "count": 1}).json()["trials"]
+        fail = f"/v1/studies/{sid}/trials/{trial['id']}/fail"
+        assert client.post(fail, json={"reason": "x", "worker_id": "a"}).json()["status"] \
+            == "pending"
+        assert client.post(fail, json={"reason": "again"}).json()["status"] == "pending"  # no-op
+        client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "b", "count": 1})
+        stale = client.post(fail, json={"reason": "late", "worker_id": "a"})
+        assert stale.status_code == 409 and stale.json()["field"] == "worker_id"
+        assert client.get(f"/v1/studies/{sid}/best").json() is None

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from ... import studies
-from ...errors import NotFound
 from ...store import queries
 from ..deps import OwnerDep, SessionDep, StudyId
 from ..schemas import BatchList, TrialPublic
@@ -21,9 +20,10 @@ def list_batches(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> Bat
 
 
 @router.get("/best")
-def get_best(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> TrialPublic:
+def get_best(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> TrialPublic | None:
+    """The best completed trial, or null while there is none."""
     study = owned(session, study_id, owner)
     best = queries.best_trial(session, study_id, study.spec["direction"] == "maximize")
     if best is None:
-        raise NotFound(f"study {study_id} has no completed trial yet", field="study_id")
+        return None
     return studies.trial_public(best, studies.ParameterDecoder(session, study)(best.candidate))

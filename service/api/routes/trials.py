@@ -65,7 +65,8 @@ def complete_trial(study_id: StudyId, trial_id: TrialId, body: CompleteRequest, 
 def fail_trial(study_id: StudyId, trial_id: TrialId, body: FailRequest, owner: OwnerDep,
                runtimes: RuntimesDep, metrics: MetricsDep, request: Request) -> TrialPublic:
     trial = _trial_change(runtimes, study_id, owner, trials.fail, trial_id=trial_id,
-                          reason=body.reason, retryable=body.retryable)
+                          reason=body.reason, retryable=body.retryable,
+                          worker_id=body.worker_id)
     metrics.results.labels(trial.status).inc()
     _wake_dispatcher(request)
     return trial

@@ -1,0 +1,236 @@
+"""The HTTP client: configuration, retries, error mapping, and the study collection.
+
+The request and response models are ``service.api.schemas`` (one definition for server and SDK;
+it imports only pydantic, so the SDK needs neither numpy nor the server's dependencies).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal
+
+import httpx
+
+from service.api.schemas import StudyCreate, StudyList, StudyPublic
+
+from .errors import BBKBError, NotFoundError, ServerUnavailable, error_from_response
+from .study import Study
+
+__all__ = ["DEFAULT_URL", "INLINE_LIMIT", "Client"]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+#: Candidate matrices with more numbers than this are uploaded as .npy instead of inline JSON.
+INLINE_LIMIT = 100_000
+RETRY_STATUSES = frozenset({502, 503, 504})
+MAX_DELAY = 10.0
+#: Errors raised before the request reached the server: a retry is safe for any request.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class Client:
+    """A connection to a bbkb-service server.
+
+    ``url`` and ``api_key`` default to the environment variables ``BBKB_URL`` and
+    ``BBKB_API_KEY`` (then to ``http://127.0.0.1:8000`` and no key). Failed connections and
+    502/503/504 answers are retried ``retries`` times with exponential backoff starting at
+    ``backoff`` seconds, so a worker rides out a server restart; 4xx answers never are.
+    Requests that are not idempotent on the server (creating a study, importing observations,
+    failing a trial) are retried only when they surely did not reach it.
+
+    ``http`` injects the underlying ``httpx.Client`` (e.g. a ``fastapi.testclient.TestClient``);
+    its ``base_url`` is used when ``url`` is None, and it is left open by :meth:`close`.
+    """
+
+    def __init__(self, url: str | None = None, api_key: str | None = None, *,
+                 timeout: float = 30.0, retries: int = 5, backoff: float = 0.2,
+                 http: httpx.Client | None = None) -> None:
+        if retries < 0 or backoff < 0:
+            raise ValueError("retries and backoff must be >= 0")
+        given_base = str(http.base_url) if http is not None and str(http.base_url) else None
+        self.url = (url or given_base or os.environ.get("BBKB_URL") or DEFAULT_URL).rstrip("/")
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+        self.api_key = api_key if api_key is not None else os.environ.get("BBKB_API_KEY")
+        self.timeout, self.retries, self.backoff = timeout, retries, backoff
+        self._owns_http = http is None
+        self._http = http if http is not None else httpx.Client(timeout=timeout)
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close the connection pool (an injected ``http`` client stays open). Idempotent."""
+        if not self._closed and self._owns_http:
+            self._http.close()
+        self._closed = True
+
+    def __enter__(self) -> Client:
+        if self._closed:
+            raise RuntimeError("cannot reopen a closed Client; create a new one")
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<Client {self.url} ({state})>"
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, *, json: Any = None, content: bytes | None = None,
+                params: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None,
+                idempotent: bool = True, stream: bool = False) -> httpx.Response:
+        """Send ``method path`` with retries; an error status raises an :class:`APIError`.
+
+        With ``stream=True`` the body is not read: close the response when done.
+        """
+        if self._closed:
+            raise RuntimeError("this Client is closed")
+        all_headers = {"User-Agent": "bbkb-client", **(headers or {})}
+        if self.api_key:
+            all_headers["Authorization"] = f"Bearer {self.api_key}"
+        response = self._send(method, path, idempotent=idempotent, stream=stream, json=json,
+                              content=content, params=params, headers=all_headers)
+        if response.status_code >= 400:
+            response.read()
+            response.close()
+            raise error_from_response(response)
+        return response
+
+    def _send(self, method: str, path: str, *, idempotent: bool, stream: bool,
+              **kwargs: Any) -> httpx.Response:
+        url = self.url + path
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            request = self._http.build_request(method, url, timeout=self.timeout, **kwargs)
+            try:
+                response = self._http.send(request, stream=stream)
+            except httpx.TransportError as exc:
+                if last or not (idempotent or isinstance(exc, _NOT_SENT)):
+                    raise self._unavailable(method, path, attempt, exc) from exc
+                delay = self._delay(attempt)
+            else:
+                code = response.status_code
+                if code not in RETRY_STATUSES:
+                    return response
+                response.close()
+                if last or not (idempotent or code == 503):
+                    raise self._unavailable(method, path, attempt, None, code)
+                delay = self._delay(attempt, response.headers.get("Retry-After"))
+            time.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _delay(self, attempt: int, retry_after: str | None = None) -> float:
+        if retry_after is not None and retry_after.replace(".", "", 1).isdigit():
+            return min(float(retry_after), MAX_DELAY)
+        return float(min(self.backoff * 2**attempt, MAX_DELAY) * random.uniform(0.5, 1.0))
+
+    def _unavailable(self, method: str, path: str, attempt: int, exc: Exception | None,
+                     status: int | None = None) -> ServerUnavailable:
+        cause = f"HTTP {status}" if status is not None else f"{type(exc).__name__}: {exc}"
+        maybe = "" if attempt == self.retries else \
+            " (not retried: the request may have reached the server)"
+        return ServerUnavailable(f"{method} {self.url}{path} failed after {attempt + 1} "
+                                 f"attempt(s): {cause}{maybe}", attempts=attempt + 1,
+                                 status_code=status)
+
+    # -- studies -----------------------------------------------------------------------------
+
+    def studies(self) -> list[StudyPublic]:
+        """Every study of the caller (deleted ones excluded)."""
+        return StudyList.model_validate(self.request("GET", "/v1/studies").json()).studies
+
+    def study(self, study: int | str, *, fetch: bool = True) -> Study:
+        """A handle on an existing study, by id or by name (NotFoundError if none).
+
+        ``fetch=False`` skips the request for an id (a worker that only asks and tells).
+        """
+        if isinstance(study, str):
+            match = [s for s in self.studies() if s.name == study]
+            if not match:
+                raise NotFoundError(404, f"no study named {study!r}", "name")
+            return Study(self, match[0].id, match[0])
+        return Study(self, study, self._get_study(study) if fetch else None)
+
+    def _get_study(self, study_id: int) -> StudyPublic:
+        return StudyPublic.model_validate(self.request("GET", f"/v1/studies/{study_id}").json())
+
+    def create_study(self, name: str, *, candidates: Any = None,
+                     search_space: Sequence[Any] | None = None, n_candidates: int | None = None,
+                     direction: Literal["maximize", "minimize"] = "maximize",
+                     engine: Mapping[str, Any] | None = None,
+                     parameter_names: Sequence[str] | None = None, objective: str | None = None,
+                     max_attempts: int = 3, lease_seconds: float = 300.0) -> Study:
+        """Create a study over a candidate matrix (rows of numbers: lists, numpy, pandas) or a
+        search space (parameter dicts + ``n_candidates``).
+
+        Matrices of more than ``INLINE_LIMIT`` numbers are uploaded as a .npy file (needs numpy).
+        ``engine`` is the optimiser configuration (strategy, mode, kernel, lam, batch_size, seed..).
+        """
+        names = list(parameter_names) if parameter_names is not None else _columns(candidates)
+        upload = candidates is not None and _size(candidates) > INLINE_LIMIT
+        body = StudyCreate(
+            name=name, direction=direction, engine=dict(engine or {}), parameter_names=names,
+            candidates=None if upload or candidates is None else _inline(candidates),
+            search_space=None if search_space is None else list(search_space),
+            n_candidates=n_candidates, upload=upload, objective=objective,
+            max_attempts=max_attempts, lease_seconds=lease_seconds)
+        response = self.request("POST", "/v1/studies", idempotent=False,
+                                json=body.model_dump(mode="json", exclude_none=True))
+        info = StudyPublic.model_validate(response.json())
+        if upload:
+            info = self._upload_candidates(info.id, _npy_bytes(candidates))
+        return Study(self, info.id, info)
+
+    def _upload_candidates(self, study_id: int, data: bytes) -> StudyPublic:
+        """PUT the .npy matrix; on failure the half-created study is deleted again."""
+        try:
+            response = self.request("PUT", f"/v1/studies/{study_id}/candidates", content=data,
+                                    headers={"Content-Type": "application/octet-stream"})
+        except BBKBError:
+            info = self._get_study(study_id)  # a retried PUT whose first try was applied: 409
+            if info.status != "awaiting_candidates":
+                return info
+            self.request("DELETE", f"/v1/studies/{study_id}")
+            raise
+        return StudyPublic.model_validate(response.json())
+
+
+def _size(candidates: Any) -> int:
+    shape = getattr(candidates, "shape", None)
+    if shape is not None and len(shape) == 2:
+        return int(shape[0]) * int(shape[1])
+    return sum(len(row) for row in candidates)
+
+
+def _columns(candidates: Any) -> list[str] | None:
+    """Column names of a pandas DataFrame, else None (the server names columns x0, x1, ...)."""
+    columns = getattr(candidates, "columns", None)
+    return None if columns is None else [str(c) for c in columns]
+
+
+def _inline(candidates: Any) -> list[list[float]]:
+    if hasattr(candidates, "to_numpy"):
+        candidates = candidates.to_numpy()
+    if hasattr(candidates, "tolist"):
+        return list(candidates.tolist())
+    return [[float(x) for x in row] for row in candidates]
+
+
+def _npy_bytes(candidates: Any) -> bytes:
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(candidates, dtype=np.float64), allow_pickle=False)
+    return buffer.getvalue()

@@ -1,0 +1,260 @@
+"""The managed optimisation loop behind :meth:`Study.optimize`.
+
+``n_workers`` slots evaluate ``fn`` in a thread or process pool; the calling thread does all the
+HTTP: each free slot asks for one trial (worker id ``<prefix>-<run>-<slot>``), submits
+``fn(**parameters)`` (or ``fn(values)`` with ``vector=True``) and tells the result. In sync mode
+the server may answer "waiting" with ``retry_after``: the slot asks again after that long or as
+soon as another result is in. Long evaluations get their lease renewed by heartbeats.
+
+An exception in ``fn`` fails the trial as retryable, with the exception's last traceback line as
+the reason; a result that is not a finite number fails it for good. The loop ends once
+``n_evaluations`` of its trials are completed or failed for good.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pickle
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from service.api.schemas import TrialPublic
+
+from .errors import BBKBError, ConflictError, ServerUnavailable
+
+if TYPE_CHECKING:
+    from .study import Study
+
+__all__ = ["OptimizeResult", "optimize"]
+
+log = logging.getLogger("bbkb.client")
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What :meth:`Study.optimize` did. ``best`` is the study's best trial (all workers)."""
+
+    best: TrialPublic | None
+    n_completed: int
+    n_failed: int
+    n_retried: int
+    elapsed: float
+
+
+def optimize(study: Study, fn: Callable[..., Any], n_evaluations: int, *, n_workers: int = 4,
+             executor: Literal["thread", "process"] = "thread", progress: bool = True,
+             worker_id_prefix: str = "sdk", vector: bool = False) -> OptimizeResult:
+    """Run ``fn`` on ``n_evaluations`` trials of ``study`` with ``n_workers`` parallel slots."""
+    if n_evaluations < 1 or n_workers < 1:
+        raise ValueError("n_evaluations and n_workers must be >= 1")
+    if executor == "process":
+        _check_picklable(fn)
+        pool: Executor = ProcessPoolExecutor(max_workers=n_workers)
+    elif executor == "thread":
+        pool = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="bbkb-eval")
+    else:
+        raise ValueError(f"executor must be 'thread' or 'process', not {executor!r}")
+    start = time.monotonic()
+    run = _Run(study, fn, n_evaluations, n_workers, worker_id_prefix, vector, progress)
+    try:
+        run.loop(pool)
+    except BaseException as exc:
+        pool.shutdown(wait=False, cancel_futures=True)
+        if not isinstance(exc, ServerUnavailable):
+            run.give_back("optimize() stopped before the evaluation finished")
+        raise
+    finally:
+        run.bar.close()
+    pool.shutdown()
+    return OptimizeResult(best=study.best(), n_completed=run.n_completed, n_failed=run.n_failed,
+                          n_retried=run.n_retried, elapsed=time.monotonic() - start)
+
+
+def _check_picklable(fn: Callable[..., Any]) -> None:
+    try:
+        pickle.dumps(fn)
+    except Exception as exc:
+        raise TypeError(f"executor='process' needs a picklable fn (a function defined at the "
+                        f"top level of a module, not a lambda, closure or local function); "
+                        f"{fn!r} is not: {exc}") from exc
+
+
+def _evaluate(fn: Callable[..., Any], parameters: dict[str, Any], names: list[str],
+              vector: bool) -> Any:
+    """Runs in the pool (module level, so process pools can pickle it)."""
+    if vector:
+        return fn([parameters[name] for name in names])
+    return fn(**parameters)
+
+
+def as_value(result: Any) -> tuple[float | None, str | None]:
+    """(value, None) for a finite number, else (None, why not)."""
+    if isinstance(result, bool | str | bytes) or not hasattr(result, "__float__"):
+        return None, f"fn returned {type(result).__name__} {result!r:.100}, not a number"
+    try:
+        value = float(result)
+    except (TypeError, ValueError) as exc:
+        return None, f"fn returned {type(result).__name__}, not a number: {exc}"
+    if not math.isfinite(value):
+        return None, f"fn returned {value}, not a finite number"
+    return value, None
+
+
+class _Run:
+    """The state of one optimize() call; every method runs in the calling thread."""
+
+    def __init__(self, study: Study, fn: Callable[..., Any], n: int, n_workers: int,
+                 prefix: str, vector: bool, progress: bool) -> None:
+        info = study.info
+        self.study, self.fn, self.n, self.vector = study, fn, n, vector
+        self.names = list(info.parameter_names)
+        self.maximize = info.direction == "maximize"
+        self.best = None if info.best is None else info.best.value
+        self.beat_every = float(info.spec.get("lease_seconds", 300.0)) / 3
+        run_id = uuid.uuid4().hex[:8]
+        self.workers = [f"{prefix}-{run_id}-{slot}" for slot in range(n_workers)]
+        self.free = list(range(n_workers))[::-1]
+        self.running: dict[Future[Any], tuple[int, TrialPublic, float]] = {}
+        self.n_completed = self.n_failed = self.n_retried = 0
+        self.ask_after = 0.0
+        self.batches: dict[int, set[int]] = {}
+        self.bar = _Progress(progress, n, f"study {study.id}")
+
+    @property
+    def n_done(self) -> int:
+        return self.n_completed + self.n_failed
+
+    def loop(self, pool: Executor) -> None:
+        while self.n_done < self.n:
+            self.fill(pool)
+            timeout = self.beat_every
+            if self.ask_after:
+                timeout = min(timeout, max(self.ask_after - time.monotonic(), 0.0))
+            if not self.running:
+                time.sleep(min(timeout, 1.0))
+                continue
+            finished, _ = wait(list(self.running), timeout=timeout, return_when=FIRST_COMPLETED)
+            for future in finished:
+                self.report(future)
+            self.heartbeat()
+
+    def fill(self, pool: Executor) -> None:
+        """Ask for a trial for each free slot, unless the server said to wait."""
+        if time.monotonic() < self.ask_after:
+            return
+        self.ask_after = 0.0
+        while self.free and self.n_done + len(self.running) < self.n:
+            slot = self.free[-1]
+            answer = self.study.ask(self.workers[slot], count=1)
+            if not answer.trials:
+                self.ask_after = time.monotonic() + (answer.retry_after or 1.0)
+                return
+            self.free.pop()
+            trial = answer.trials[0]
+            self.batches.setdefault(trial.batch, set()).add(trial.id)
+            future = pool.submit(_evaluate, self.fn, trial.parameters, self.names, self.vector)
+            self.running[future] = (slot, trial, time.monotonic())
+            self.bar.show(self.best, trial.batch, len(self.batches[trial.batch]))
+
+    def report(self, future: Future[Any]) -> None:
+        """Tell (or fail) the trial of a finished evaluation."""
+        slot, trial, _ = self.running.pop(future)
+        self.free.append(slot)
+        self.ask_after = 0.0  # a result may release a sync batch: ask again at once
+        worker = self.workers[slot]
+        try:
+            value, problem = as_value(future.result())
+        except Exception as exc:  # noqa: BLE001 - fn's errors become failed trials
+            reason = traceback.format_exception_only(exc)[-1].strip()
+            self.fail(trial, reason, retryable=True, worker=worker)
+            return
+        if value is None:
+            self.fail(trial, problem or "no value", retryable=False, worker=worker)
+            return
+        try:
+            self.study.tell(trial.id, value, worker_id=worker)
+        except ConflictError as exc:  # e.g. lease lost and the trial abandoned meanwhile
+            log.warning("result of trial %s not used: %s", trial.id, exc)
+            return
+        self.n_completed += 1
+        if self.best is None or (value > self.best if self.maximize else value < self.best):
+            self.best = value
+        self.bar.advance(self.best)
+
+    def fail(self, trial: TrialPublic, reason: str, *, retryable: bool, worker: str) -> None:
+        try:
+            status = self.study.fail(trial.id, reason, retryable, worker_id=worker).status
+        except (ConflictError, ServerUnavailable) as exc:  # its lease will expire instead
+            log.warning("could not fail trial %s: %s", trial.id, exc)
+            return
+        if status == "failed":
+            self.n_failed += 1
+            self.bar.advance(self.best)
+        else:
+            self.n_retried += 1
+        log.info("trial %s failed (%s): %s", trial.id, status, reason)
+
+    def heartbeat(self) -> None:
+        """Renew the leases of evaluations running for longer than a third of the lease."""
+        now = time.monotonic()
+        for future, (slot, trial, since) in list(self.running.items()):
+            if now - since >= self.beat_every:
+                try:
+                    self.study.heartbeat(trial.id, self.workers[slot])
+                except ConflictError as exc:
+                    log.warning("lease of trial %s lost: %s", trial.id, exc)
+                self.running[future] = (slot, trial, now)
+
+    def give_back(self, reason: str) -> None:
+        """Best effort: return unfinished trials to the pool instead of waiting for leases."""
+        for slot, trial, _ in self.running.values():
+            try:
+                self.study.fail(trial.id, reason, True, worker_id=self.workers[slot])
+            except BBKBError:
+                pass
+        self.running.clear()
+
+
+class _Progress:
+    """A tqdm bar (evaluations, best value, current batch and its size), or nothing."""
+
+    def __init__(self, enabled: bool, total: int, desc: str) -> None:
+        self.bar: Any = None
+        self.batch = ""
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                return
+            self.bar = tqdm(total=total, desc=desc, unit="eval")
+
+    def show(self, best: float | None, batch: int, size: int) -> None:
+        self.batch = f"{batch} ({size} trials)"
+        self._postfix(best)
+
+    def advance(self, best: float | None) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            self._postfix(best)
+
+    def _postfix(self, best: float | None) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix(best="-" if best is None else f"{best:.6g}", batch=self.batch,
+                                 refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

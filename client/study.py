@@ -1,0 +1,190 @@
+"""A handle on one study: ask / tell for workers, results, lifecycle, and the managed loop."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from service.api.schemas import (
+    BatchList,
+    BatchPublic,
+    CompleteRequest,
+    FailRequest,
+    HeartbeatRequest,
+    ImportRequest,
+    StudyPublic,
+    Suggestions,
+    SuggestRequest,
+    TrialPage,
+    TrialPublic,
+    TrialStatus,
+)
+
+from .records import to_dataframe, trial_record
+
+if TYPE_CHECKING:
+    import pandas
+
+    from .client import Client
+    from .loop import OptimizeResult
+
+__all__ = ["Study"]
+
+
+class Study:
+    """One study on the server, by id. :attr:`info` fetches its current state."""
+
+    def __init__(self, client: Client, study_id: int, info: StudyPublic | None = None) -> None:
+        self.client = client
+        self.id = study_id
+        self._info = info
+
+    def __repr__(self) -> str:
+        return f"<Study {self.id}>"
+
+    @property
+    def name(self) -> str:
+        return self._known().name
+
+    @property
+    def parameter_names(self) -> list[str]:
+        """Names of the parameters, in column order (as ``fn`` gets them with vector=True)."""
+        return list(self._known().parameter_names)
+
+    def _known(self) -> StudyPublic:
+        """The last fetched state (fetched now if never): for what does not change."""
+        return self._info if self._info is not None else self.info
+
+    def _path(self, suffix: str = "") -> str:
+        return f"/v1/studies/{self.id}{suffix}"
+
+    @property
+    def info(self) -> StudyPublic:
+        """The study's current state (status, counts, batches, best trial), fetched now."""
+        self._info = StudyPublic.model_validate(self.client.request("GET", self._path()).json())
+        return self._info
+
+    # -- workers -----------------------------------------------------------------------------
+
+    def ask(self, worker_id: str = "sdk", count: int = 1) -> Suggestions:
+        """Up to ``count`` trials to evaluate. A worker asking again gets its running trials
+        back first; in sync mode fewer may come, with ``waiting`` and ``retry_after`` set."""
+        body = SuggestRequest(worker_id=worker_id, count=count).model_dump()
+        response = self.client.request("POST", self._path("/suggestions"), json=body)
+        return Suggestions.model_validate(response.json())
+
+    def tell(self, trial_id: int, value: float, *, worker_id: str | None = None) -> TrialPublic:
+        """Complete a trial with its (finite) value. Telling the same value again is a no-op."""
+        body = CompleteRequest(value=value, worker_id=worker_id).model_dump(exclude_none=True)
+        return TrialPublic.model_validate(self.client.request(
+            "POST", self._path(f"/trials/{trial_id}/complete"), json=body).json())
+
+    def fail(self, trial_id: int, reason: str = "", retryable: bool = True, *,
+             worker_id: str | None = None) -> TrialPublic:
+        """Report a failed evaluation; a retryable one goes back to the pool until
+        ``max_attempts``, then (or at once if not retryable) the trial is ``failed``."""
+        body = FailRequest(reason=reason, retryable=retryable, worker_id=worker_id)
+        return TrialPublic.model_validate(self.client.request(
+            "POST", self._path(f"/trials/{trial_id}/fail"), idempotent=False,
+            json=body.model_dump(exclude_none=True)).json())
+
+    def heartbeat(self, trial_id: int, worker_id: str | None = None) -> TrialPublic:
+        """Extend a running trial's lease (ConflictError if it is no longer running)."""
+        body = HeartbeatRequest(worker_id=worker_id).model_dump(exclude_none=True)
+        return TrialPublic.model_validate(self.client.request(
+            "POST", self._path(f"/trials/{trial_id}/heartbeat"), json=body).json())
+
+    def import_observations(self, observations: Iterable[Any] | Mapping[int, float]) -> int:
+        """Warm start with known results: ``(candidate, value)`` pairs, dicts with those keys,
+        or a ``{candidate: value}`` mapping. All or nothing; returns the number imported."""
+        items = observations.items() if isinstance(observations, Mapping) else observations
+        body = ImportRequest.model_validate({"observations": [_observation(i) for i in items]})
+        response = self.client.request("POST", self._path("/observations"), idempotent=False,
+                                       json=body.model_dump())
+        return int(response.json()["imported"])
+
+    # -- results -----------------------------------------------------------------------------
+
+    def trial(self, trial_id: int) -> TrialPublic:
+        response = self.client.request("GET", self._path(f"/trials/{trial_id}"))
+        return TrialPublic.model_validate(response.json())
+
+    def best(self) -> TrialPublic | None:
+        """The best completed trial (in the study's direction), or None before any result."""
+        return self.info.best
+
+    def trials(self, status: TrialStatus | None = None,
+               page_size: int = 1000) -> Iterator[TrialPublic]:
+        """Every trial in ``t`` order (optionally of one status), fetched page by page."""
+        after: int | None = -1
+        while after is not None:
+            params: dict[str, Any] = {"after": after, "limit": page_size}
+            if status is not None:
+                params["status"] = status
+            page = TrialPage.model_validate(
+                self.client.request("GET", self._path("/trials"), params=params).json())
+            yield from page.trials
+            after = page.next_after
+
+    def records(self, status: TrialStatus | None = None) -> list[dict[str, Any]]:
+        """Trials as flat dicts: the trial's fields plus one key per parameter."""
+        return [trial_record(t) for t in self.trials(status)]
+
+    def dataframe(self, status: TrialStatus | None = None) -> pandas.DataFrame:
+        """:meth:`records` as a pandas DataFrame (needs pandas)."""
+        return to_dataframe(self.records(status), self.parameter_names)
+
+    def batches(self) -> list[BatchPublic]:
+        """Batch history: sizes, stop reasons, dictionary sizes."""
+        return BatchList.model_validate(
+            self.client.request("GET", self._path("/batches")).json()).batches
+
+    def export_csv(self, path: str | os.PathLike[str]) -> Path:
+        """Write every trial (named parameters as columns) to a CSV file, streamed."""
+        target = Path(path)
+        response = self.client.request("GET", self._path("/export"), stream=True)
+        try:
+            with target.open("wb") as out:
+                for chunk in response.iter_bytes():
+                    out.write(chunk)
+        finally:
+            response.close()
+        return target
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def pause(self) -> StudyPublic:
+        """Stop handing out trials (results are still accepted)."""
+        return StudyPublic.model_validate(self.client.request("POST", self._path("/pause")).json())
+
+    def resume(self) -> StudyPublic:
+        return StudyPublic.model_validate(self.client.request("POST", self._path("/resume")).json())
+
+    def delete(self) -> None:
+        """Delete the study (its name becomes free). Deleting twice raises NotFoundError."""
+        self.client.request("DELETE", self._path(), idempotent=False)
+
+    def optimize(self, fn: Callable[..., Any], n_evaluations: int, *, n_workers: int = 4,
+                 executor: Literal["thread", "process"] = "thread", progress: bool = True,
+                 worker_id_prefix: str = "sdk", vector: bool = False) -> OptimizeResult:
+        """Evaluate ``fn`` on the study's suggestions until ``n_evaluations`` results are in.
+
+        ``fn`` takes the named parameters as keyword arguments (``fn(**parameters)``), or with
+        ``vector=True`` one list of values in ``parameter_names`` order. See :mod:`client.loop`.
+        """
+        from .loop import optimize
+
+        return optimize(self, fn, n_evaluations, n_workers=n_workers, executor=executor,
+                        progress=progress, worker_id_prefix=worker_id_prefix, vector=vector)
+
+
+def _observation(item: Any) -> dict[str, Any]:
+    if isinstance(item, Mapping):
+        return {"candidate": item["candidate"], "value": item["value"]}
+    if hasattr(item, "candidate") and hasattr(item, "value"):
+        return {"candidate": item.candidate, "value": item.value}
+    candidate, value = item
+    return {"candidate": candidate, "value": value}
+

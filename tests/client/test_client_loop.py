@@ -1,0 +1,130 @@
+"""Study.optimize: the managed loop against the real app (in-process)."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from client import ConflictError, OptimizeResult
+from client.loop import as_value
+
+
+def bump(x0: float, x1: float) -> float:
+    return math.exp(-((x0 - 0.6) ** 2 + (x1 - 0.4) ** 2) / 0.05)
+
+
+def _completed(study) -> list:  # type: ignore[no-untyped-def]
+    return list(study.trials(status="completed"))
+
+
+def test_threads_complete_exactly_n_with_fn_values(study):
+    result = study.optimize(bump, 25, n_workers=4, progress=False)
+    assert isinstance(result, OptimizeResult)
+    assert (result.n_completed, result.n_failed, result.n_retried) == (25, 0, 0)
+    done = _completed(study)
+    assert len(done) == 25 and study.info.n_trials == 25
+    assert all(t.value == bump(**t.parameters) for t in done)
+    assert result.best.value == max(t.value for t in done) and result.elapsed > 0
+    assert len({t.worker_id for t in done}) > 1  # several slots worked
+
+
+def test_sync_mode_waits_for_the_batch_and_carries_on(bbkb):
+    X = np.random.default_rng(2).random((150, 2))
+    study = bbkb.create_study("sync", candidates=X, direction="minimize",
+                              engine={"strategy": "bbkb", "mode": "sync", "seed": 1})
+    result = study.optimize(bump, 12, n_workers=3, progress=False)
+    assert result.n_completed == 12 and study.info.counts["completed"] == 12
+    assert result.best.value == min(t.value for t in _completed(study))
+
+
+def test_exceptions_fail_the_trial_retryably_and_the_study_carries_on(bbkb):
+    seen: set[int] = set()
+    lock = threading.Lock()
+
+    def flaky(x0: float, x1: float) -> float:
+        with lock:
+            first = (x0, x1) not in seen
+            seen.add((x0, x1))
+        if first and x0 < 0.5:
+            raise RuntimeError(f"flaky at {x0:.2f}")
+        return bump(x0, x1)
+
+    X = np.random.default_rng(3).random((150, 2))
+    study = bbkb.create_study("flaky", candidates=X, engine={"strategy": "uniform"})
+    result = study.optimize(flaky, 20, n_workers=4, progress=False)
+    assert result.n_completed == 20 and result.n_failed == 0 and result.n_retried > 0
+    retried = [t for t in _completed(study) if t.attempt == 2]
+    assert len(retried) == result.n_retried
+    assert all(t.error.startswith("RuntimeError: flaky at") for t in retried)
+
+
+def test_non_numbers_fail_for_good(bbkb):
+    def sometimes_nan(x0: float, x1: float) -> float:
+        return float("nan") if x0 < 0.3 else x0
+
+    X = np.random.default_rng(4).random((150, 2))
+    study = bbkb.create_study("nan", candidates=X, engine={"strategy": "uniform"})
+    result = study.optimize(sometimes_nan, 20, n_workers=2, progress=False)
+    assert result.n_completed + result.n_failed == 20 and result.n_failed > 0
+    failed = list(study.trials(status="failed"))
+    assert len(failed) == result.n_failed
+    assert all(t.attempt == 1 and "not a finite number" in t.error for t in failed)
+
+
+def test_as_value():
+    assert as_value(np.float32(1.5)) == (1.5, None)
+    assert as_value(np.array(2.0)) == (2.0, None)
+    for bad in ("1.5", None, True, [1.0], np.ones(2), float("inf")):
+        value, reason = as_value(bad)
+        assert value is None and "fn returned" in reason
+
+
+def test_process_executor_and_vector_mode(study):
+    result = study.optimize(sum, 8, n_workers=2, executor="process", vector=True,
+                            progress=False)
+    assert result.n_completed == 8
+    assert all(t.value == t.parameters["x0"] + t.parameters["x1"] for t in _completed(study))
+
+
+def test_process_executor_needs_a_picklable_fn(study):
+    with pytest.raises(TypeError, match="picklable"):
+        study.optimize(lambda x0, x1: x0, 2, executor="process")
+    with pytest.raises(ValueError, match="executor"):
+        study.optimize(bump, 2, executor="fiber")  # type: ignore[arg-type]
+    assert study.info.n_trials == 0
+
+
+def test_progress_bar_shows_evaluations_best_and_batch(study, capsys):
+    pytest.importorskip("tqdm")
+    study.optimize(bump, 6, n_workers=2, progress=True)
+    err = capsys.readouterr().err
+    assert "6/6" in err and "best=" in err and "batch=" in err
+
+
+def test_an_error_in_the_loop_gives_running_trials_back(study):
+    both_asked = threading.Barrier(2, timeout=10)
+    calls = 0
+    lock = threading.Lock()
+
+    def pause_then_slow(x0: float, x1: float) -> float:
+        nonlocal calls
+        both_asked.wait()
+        with lock:
+            calls += 1
+            first = calls == 1
+        if first:
+            study.pause()  # the loop's next ask is a 409 and it stops
+        else:
+            time.sleep(0.5)
+        return x0
+
+    with pytest.raises(ConflictError, match="paused"):
+        study.optimize(pause_then_slow, 10, n_workers=2, progress=False)
+    counts = study.info.counts
+    assert (counts["completed"], counts["running"], counts["pending"]) == (1, 0, 1)
+    (given_back,) = study.trials(status="pending")
+    assert given_back.error == "optimize() stopped before the evaluation finished"

@@ -1,0 +1,301 @@
+"""The SDK against the real app (in-process): round trips, errors, retries, uploads, paging."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import httpx
+import numpy as np
+import pytest
+
+import client
+from client import (
+    APIError,
+    AuthenticationError,
+    BBKBError,
+    Client,
+    ConflictError,
+    NotFoundError,
+    ServerUnavailable,
+    ValidationError,
+)
+from service.processes import free_port
+
+
+def test_create_ask_tell_best_round_trip(study):
+    info = study.info
+    assert info.status == "active" and info.n_candidates == 120
+    assert study.parameter_names == ["x0", "x1"]
+    assert study.best() is None
+    (trial,) = study.ask("w1").trials
+    assert set(trial.parameters) == {"x0", "x1"} and trial.status == "running"
+    done = study.tell(trial.id, 0.75, worker_id="w1")
+    assert done.status == "completed" and done.value == 0.75
+    assert study.tell(trial.id, 0.75).status == "completed"  # same value again: a no-op
+    assert study.best().id == trial.id
+    assert study.trial(trial.id).value == 0.75
+    assert study.info.counts["completed"] == 1
+
+
+def test_fail_and_heartbeat(study):
+    (trial,) = study.ask("w").trials
+    assert study.heartbeat(trial.id, "w").lease_expires_at > trial.lease_expires_at
+    assert study.fail(trial.id, "boom").status == "pending"
+    (again,) = study.ask("w").trials
+    assert again.id == trial.id and again.attempt == 2
+    final = study.fail(trial.id, "bad input", retryable=False)
+    assert final.status == "failed" and final.error == "bad input"
+
+
+def test_errors_carry_status_detail_and_field(bbkb, study):
+    with pytest.raises(NotFoundError) as missing:
+        bbkb.study(99_999)
+    assert missing.value.status_code == 404 and missing.value.field == "study_id"
+    assert "study 99999 not found" in str(missing.value) and "study_id" in str(missing.value)
+    (trial,) = study.ask().trials
+    study.tell(trial.id, 1.0)
+    with pytest.raises(ConflictError) as conflict:
+        study.tell(trial.id, 2.0)
+    assert conflict.value.status_code == 409 and conflict.value.field == "value"
+    with pytest.raises(ConflictError, match="already exists"):
+        bbkb.create_study("s", candidates=[[0.0], [1.0]])
+    with pytest.raises(ValidationError) as invalid:
+        bbkb.create_study("bad", candidates=[[0.0], [1.0]], engine={"strategy": "nope"})
+    assert invalid.value.status_code == 422 and invalid.value.field == "engine.strategy"
+    with pytest.raises(ValidationError) as outside:
+        study.import_observations([(500, 1.0)])
+    assert outside.value.field == "observations.0.candidate"
+    for cls in (NotFoundError, ConflictError, ValidationError, AuthenticationError):
+        assert issubclass(cls, APIError) and issubclass(cls, BBKBError)
+    assert issubclass(ServerUnavailable, BBKBError) and not issubclass(ServerUnavailable, APIError)
+
+
+def test_local_argument_errors_are_value_errors(study):
+    (trial,) = study.ask().trials
+    with pytest.raises(ValueError):
+        study.tell(trial.id, float("nan"))
+    with pytest.raises(ValueError):
+        study.ask(count=0)
+
+
+def test_api_keys_401_and_env(tmp_path, make_app, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from service.auth import create_key
+    from service.store.database import transaction
+
+    app = make_app(tmp_path, auth="keys")
+    with TestClient(app) as http:
+        with transaction(app.state.sessions) as session:
+            token = create_key(session, "alice")
+        with pytest.raises(AuthenticationError) as denied:
+            Client(http=http).studies()
+        assert denied.value.status_code == 401 and denied.value.field == "authorization"
+        with pytest.raises(AuthenticationError, match="unknown or revoked"):
+            Client(http=http, api_key="bbkb_wrong").studies()
+        assert Client(http=http, api_key=token).studies() == []
+        monkeypatch.setenv("BBKB_API_KEY", token)
+        Client(http=http).create_study("mine", candidates=[[0.0], [1.0]])
+        assert [s.name for s in Client(http=http).studies()] == ["mine"]
+
+
+def test_connection_errors_and_503_are_retried(relayed):
+    sdk, relay = relayed(["connect", "503", "connect"])
+    assert sdk.studies() == []
+    assert [c[2] for c in relay.calls] == ["connect", "503", "connect", "ok"]
+
+
+def test_4xx_is_never_retried(relayed):
+    sdk, relay = relayed()
+    with pytest.raises(NotFoundError):
+        sdk.study(7)
+    assert len(relay.calls) == 1
+
+
+def test_tell_whose_answer_was_lost_is_retried_safely(relayed):
+    sdk, relay = relayed()
+    study = sdk.create_study("s", candidates=np.eye(3))
+    (trial,) = study.ask().trials
+    relay.plan = ["lost"]  # the server completes the trial, the answer never arrives
+    assert study.tell(trial.id, 2.5).status == "completed"
+    completes = [c for c in relay.calls if c[1].endswith("/complete")]
+    assert [c[2] for c in completes] == ["lost", "ok"]
+    assert study.info.counts["completed"] == 1
+
+
+def test_non_idempotent_requests_are_not_retried_after_sending(relayed):
+    sdk, relay = relayed(["lost"])
+    with pytest.raises(ServerUnavailable, match="may have reached the server") as lost:
+        sdk.create_study("s", candidates=np.eye(3))
+    assert lost.value.attempts == 1
+    assert [s.name for s in sdk.studies()] == ["s"]  # it was applied: a retry would be a 409
+    relay.plan = ["connect"]  # never sent: safe to retry any request
+    assert sdk.create_study("t", candidates=np.eye(3)).name == "t"
+
+
+def test_closed_port_raises_server_unavailable_after_retries():
+    with Client(f"http://127.0.0.1:{free_port()}", retries=2, backoff=0.01) as sdk:
+        with pytest.raises(ServerUnavailable, match="after 3 attempt") as down:
+            sdk.studies()
+    assert down.value.attempts == 3 and down.value.status_code is None
+
+
+def test_open_and_closed_state(app_http, monkeypatch):
+    monkeypatch.delenv("BBKB_URL", raising=False)
+    assert Client().url == "http://127.0.0.1:8000"
+    monkeypatch.setenv("BBKB_URL", "http://bbkb.example:9000/")
+    assert Client().url == "http://bbkb.example:9000"
+    with pytest.raises(ValueError, match="http://"):
+        Client("127.0.0.1:8000")
+    sdk = Client(http=app_http)
+    assert sdk.url == "http://testserver" and not sdk.is_closed
+    with sdk:
+        sdk.studies()
+    assert sdk.is_closed and "closed" in repr(sdk)
+    with pytest.raises(RuntimeError, match="closed"):
+        sdk.studies()
+    with pytest.raises(RuntimeError, match="reopen"):
+        sdk.__enter__()
+    assert app_http.get("/healthz").status_code == 200  # an injected client stays open
+
+
+def test_large_numpy_matrix_is_uploaded_as_npy(relayed):
+    sdk, relay = relayed()
+    X = np.random.default_rng(1).random((60_000, 2))
+    study = sdk.create_study("big", candidates=X, parameter_names=["a", "b"])
+    assert study.info.n_candidates == 60_000 and study.parameter_names == ["a", "b"]
+    (create, put) = relay.calls[:2]
+    assert create[:2] == ("POST", "/v1/studies") and create[3] < 10_000
+    assert put[:2] == ("PUT", f"/v1/studies/{study.id}/candidates") and put[3] >= X.nbytes
+    (trial,) = study.ask().trials
+    np.testing.assert_array_equal([trial.parameters["a"], trial.parameters["b"]],
+                                  X[trial.candidate])
+    relay.calls.clear()
+    sdk.create_study("small", candidates=X[:100].tolist())
+    assert [c[0] for c in relay.calls] == ["POST"]  # inline JSON
+
+
+def test_failed_upload_leaves_no_half_created_study(bbkb):
+    X = np.random.default_rng(1).random((60_000, 2))
+    X[5, 1] = np.nan
+    with pytest.raises(ValidationError) as bad:
+        bbkb.create_study("big", candidates=X)
+    assert bad.value.field == "body"
+    assert bbkb.studies() == []
+
+
+def test_trials_follow_pages(bbkb, relayed):
+    sdk, relay = relayed()
+    study = sdk.create_study("many", candidates=np.random.default_rng(0).random((400, 2)),
+                             engine={"strategy": "uniform", "batch_size": 300})
+    asked = study.ask("w", count=250).trials
+    for trial in asked[:100]:
+        study.tell(trial.id, float(trial.t))
+    relay.calls.clear()
+    every = list(study.trials(page_size=100))
+    assert [t.t for t in every] == list(range(250))
+    assert sum(c[1].endswith("/trials") for c in relay.calls) == 3
+    completed = list(study.trials(status="completed", page_size=30))
+    assert [t.value for t in completed] == [float(t) for t in range(100)]
+
+
+def test_records_dataframe_and_csv(bbkb, tmp_path):
+    space = [{"name": "lr", "low": 1e-4, "high": 1e-1, "log": True},
+             {"name": "value", "type": "int", "low": 1, "high": 4}]  # clashes with a field
+    study = bbkb.create_study("space", search_space=space, n_candidates=64)
+    for trial in study.ask("w", count=3).trials:
+        study.tell(trial.id, trial.parameters["lr"])
+    records = study.records()
+    assert len(records) == 3 and records[0]["trial_id"] >= 1
+    assert {"lr", "param_value", "value", "status"} <= set(records[0])
+    assert all(r["value"] == r["lr"] for r in records)
+    path = study.export_csv(tmp_path / "out.csv")
+    rows = list(csv.DictReader(path.open()))
+    assert sorted(float(r["lr"]) for r in rows) == sorted(r["lr"] for r in records)
+    pd = pytest.importorskip("pandas")
+    frame = study.dataframe()
+    assert isinstance(frame, pd.DataFrame) and frame.shape[0] == 3
+    assert list(frame.columns[-2:]) == ["lr", "param_value"]
+
+
+def test_import_observations_forms(study):
+    assert study.import_observations([(0, 1.0), (1, 2.0)]) == 2
+    assert study.import_observations([{"candidate": 2, "value": 3.0}]) == 1
+    assert study.import_observations({3: 0.5}) == 1
+    best = study.best()
+    assert best.kind == "imported" and best.value == 3.0 and best.candidate == 2
+
+
+def test_lifecycle_and_lookup(bbkb, study):
+    assert bbkb.study("s").id == study.id and bbkb.study(study.id).name == "s"
+    with pytest.raises(NotFoundError):
+        bbkb.study("nope")
+    assert study.pause().status == "paused"
+    with pytest.raises(ConflictError, match="resume"):
+        study.ask()
+    assert study.resume().status == "active"
+    (trial,) = study.ask().trials
+    study.tell(trial.id, 1.0)
+    assert [b.index for b in study.batches()] == [0]
+    study.delete()
+    with pytest.raises(NotFoundError):
+        _ = study.info
+    assert bbkb.studies() == []
+
+
+def test_a_handle_without_fetching(relayed):
+    sdk, relay = relayed()
+    sid = sdk.create_study("w", candidates=np.eye(3)).id
+    relay.calls.clear()
+    study = sdk.study(sid, fetch=False)  # a worker that only asks and tells
+    assert relay.calls == [] and repr(study) == f"<Study {sid}>"
+    (trial,) = study.ask("w").trials
+    study.tell(trial.id, 1.0)
+    assert study.name == "w" and study.parameter_names == ["x0", "x1", "x2"]
+    assert study.name == "w" and len(relay.calls) == 3  # fetched once, then known
+    with pytest.raises(NotFoundError):
+        sdk.study(sid + 1, fetch=False).ask()
+
+
+def test_public_names_are_pinned():
+    assert client.__all__ == [
+        "APIError", "AuthenticationError", "BBKBError", "BatchPublic", "Client",
+        "ConflictError", "NotFoundError", "OptimizeResult", "ServerUnavailable", "Study",
+        "StudyPublic", "Suggestions", "TrialPublic", "ValidationError"]
+    for name in client.__all__:
+        assert getattr(client, name) is not None
+    from service.api import schemas
+    assert client.TrialPublic is schemas.TrialPublic  # one definition, the server's
+    with pytest.raises(AttributeError):
+        client.Nope  # noqa: B018
+
+
+HEAVY = "numpy scipy sqlalchemy fastapi pandas"
+
+
+def _imports(code: str) -> list[str]:
+    check = f"import sys; {code}; print(' '.join(m for m in {HEAVY.split()!r} if m in sys.modules))"
+    return subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+def test_import_client_stays_light():
+    assert _imports("import client") == []
+    code = ("import client; client.StudyPublic; from service.api.schemas import StudyCreate;"
+            " StudyCreate(name='s', search_space=[{'name': 'x', 'low': 0, 'high': 1}],"
+            " n_candidates=10)")
+    assert _imports(code) == []  # the models, search spaces included, need only pydantic
+
+
+def test_httpx_client_is_injectable():
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("authorization", ""))
+        return httpx.Response(200, json={"studies": []})
+
+    with httpx.Client(transport=httpx.MockTransport(handler), base_url="http://x") as http:
+        assert Client(http=http, api_key="bbkb_k").studies() == []
+    assert seen == ["Bearer bbkb_k"]
