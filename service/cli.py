@@ -58,7 +58,7 @@ def _worker(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import main as demo_main
 
-    return demo_main(args.rest)
+    return demo_main(args.rest)  # the demo parses its own options (bbkb demo --help)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,7 +85,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", add_help=False,
                           help="the whole system end to end (Redis, server, workers)")
-    demo.add_argument("rest", nargs=argparse.REMAINDER)
     demo.set_defaults(run=_demo)
 
     migrate = sub.add_parser("migrate", help="upgrade the database schema to this version")
@@ -101,8 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    args = build_parser().parse_args(argv)
+    for noisy in ("alembic", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "demo":
+        args.rest = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return int(args.run(args))
 
 

@@ -9,6 +9,7 @@ stops every process, also on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -123,6 +124,10 @@ def run(evaluations: int, workers: int, delay: float, data_dir: Path, plot: Path
         redis.stop()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bbkb demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -133,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, help="default: a temporary directory")
     parser.add_argument("--plot", type=Path, default=Path("bbkb-demo.png"))
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)  # a terminated demo still stops its processes
     try:
         if args.data_dir:
             run(args.evaluations, args.workers, args.delay, args.data_dir, args.plot)

@@ -9,6 +9,7 @@ retries posting with backoff, so a result survives a server restart.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import traceback
@@ -33,30 +34,36 @@ def _heartbeats(client: Client, payload: dict[str, Any], stop: threading.Event) 
             log.warning("heartbeat for trial %s failed", payload["trial_id"], exc_info=True)
 
 
+@functools.cache
+def _client() -> Client:
+    """One SDK client per worker process: its connections are reused from job to job."""
+    return Client()
+
+
 def evaluate_trial(payload: dict[str, Any]) -> float | None:
     """RQ entry point. ``payload``: study_id, trial_id, worker_id, candidate, vector,
     parameters, objective, lease_seconds."""
-    with Client() as client:
-        study = client.study(payload["study_id"], fetch=False)
-        stop = threading.Event()
-        beat = threading.Thread(target=_heartbeats, args=(client, payload, stop), daemon=True)
-        beat.start()
-        try:
-            objective = resolve(payload["objective"])
-            value = run(objective, payload["candidate"], payload["vector"],
-                        payload["parameters"])
-        except ValueError as exc:  # a bad objective spec or a bad value: retrying cannot help
-            study.fail(payload["trial_id"], str(exc), retryable=False,
-                       worker_id=payload["worker_id"])
-            return None
-        except Exception as exc:  # noqa: BLE001 - the objective's own failure
-            reason = "".join(traceback.format_exception_only(exc)).strip()
-            study.fail(payload["trial_id"], reason, retryable=True, worker_id=payload["worker_id"])
-            return None
-        finally:
-            stop.set()
-        try:
-            study.tell(payload["trial_id"], value)
-        except ConflictError:
-            log.info("trial %s was completed by another attempt", payload["trial_id"])
-        return value
+    client = _client()
+    study = client.study(payload["study_id"], fetch=False)
+    stop = threading.Event()
+    beat = threading.Thread(target=_heartbeats, args=(client, payload, stop), daemon=True)
+    beat.start()
+    try:
+        objective = resolve(payload["objective"])
+        value = run(objective, payload["candidate"], payload["vector"],
+                    payload["parameters"])
+    except ValueError as exc:  # a bad objective spec or a bad value: retrying cannot help
+        study.fail(payload["trial_id"], str(exc), retryable=False,
+                   worker_id=payload["worker_id"])
+        return None
+    except Exception as exc:  # noqa: BLE001 - the objective's own failure
+        reason = "".join(traceback.format_exception_only(exc)).strip()
+        study.fail(payload["trial_id"], reason, retryable=True, worker_id=payload["worker_id"])
+        return None
+    finally:
+        stop.set()
+    try:
+        study.tell(payload["trial_id"], value)
+    except ConflictError:
+        log.info("trial %s was completed by another attempt", payload["trial_id"])
+    return value

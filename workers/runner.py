@@ -1,7 +1,10 @@
 """``bbkb worker``: N RQ worker processes on the ``bbkb`` queue.
 
-Each process is a plain RQ worker (RQ owns the loop, job timeouts and signals): SIGTERM or
-Ctrl-C lets the job in progress finish (a warm shutdown); a second one stops it. A worker needs
+Each process is an RQ ``SimpleWorker`` (RQ owns the loop, job timeouts and signals): jobs run in
+the worker process itself rather than in a fork per job, so imports, loaded data sets and HTTP
+connections are paid once per process, not once per evaluation (a fork per job cost ~1 s here).
+A job past its timeout is interrupted by RQ's alarm-based death penalty. SIGTERM or Ctrl-C lets
+the job in progress finish (a warm shutdown); a second one stops it. A worker needs
 only ``BBKB_REDIS_URL`` (or ``--redis-url``) and ``BBKB_URL`` (+ ``BBKB_API_KEY``).
 """
 
@@ -19,12 +22,12 @@ QUEUE = "bbkb"
 def work(redis_url: str, burst: bool = False) -> None:
     """Run one RQ worker in this process until stopped (or the queue is empty, with burst)."""
     from redis import Redis
-    from rq import Queue, Worker
+    from rq import Queue, SimpleWorker
 
-    import workers.job  # noqa: F401 - preloaded: RQ forks per job and the fork inherits it
+    import workers.job  # noqa: F401 - import once, before the first job
 
     connection = Redis.from_url(redis_url)
-    worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
+    worker = SimpleWorker([Queue(QUEUE, connection=connection)], connection=connection)
     worker.work(burst=burst, logging_level="WARNING")
 
 

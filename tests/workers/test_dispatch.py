@@ -80,7 +80,11 @@ def test_a_killed_worker_loses_nothing(system):
     _start_workers(system, 2, BBKB_TEST_DELAY="1.0")
     sid = _study(url, "tests.workers.objective_fns:slow", max_attempts=5)
     httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 8, "parallelism": 2})
-    time.sleep(0.6)  # both workers are inside an evaluation
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["finished"] < 1:
+        assert time.monotonic() < deadline  # wait until the workers are warm
+        time.sleep(0.05)
+    time.sleep(0.3)  # both workers are now inside a 1 s evaluation
     system["workers"][0].kill()
     _start_workers(system, 1, BBKB_TEST_DELAY="1.0")
     deadline = time.monotonic() + 90

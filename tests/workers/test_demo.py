@@ -1,0 +1,20 @@
+"""The README's main job: ``bbkb demo`` runs the whole system end to end and exits 0."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_demo_runs_end_to_end(tmp_path):
+    plot = tmp_path / "demo.png"
+    result = subprocess.run(
+        [sys.executable, "-m", "service.cli", "demo", "--evaluations", "60", "--workers", "2",
+         "--delay", "0.01", "--plot", str(plot), "--data-dir", str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "60 evaluations" in result.stdout and "regret ratio vs uniform" in result.stdout
+    assert plot.exists() and plot.stat().st_size > 10_000
+    leftovers = subprocess.run(["pgrep", "-f", f"workers.runner.*{tmp_path.name}"],
+                               capture_output=True)
+    assert leftovers.returncode == 1  # no worker process left behind
