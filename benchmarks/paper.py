@@ -11,27 +11,42 @@ Protocol (paper Section 5 and Appendix D.1)
   of the uniform policy (closed form, not a sampled run). Reported as mean and Student-t 95%
   interval over seeds, at t = 2000 and t = T; time of the first 2000 steps counts only the engine
   calls (``ask``/``tell``), never the objective.
-* Hyper-parameters as in the paper: F = 1, q-bar = 2, async-TS with a fixed batch of 30 and beta/10
-  (the engine applies the 1/10), GP-BUCB with its own product rule, BBKB with Lemma 1 (Global) or
-  Lemma 3 (GlobalLocal). delta = 1e-4 = 1/T for the paper's T = 10^4, kept fixed for shorter runs
-  so that a T = 2000 run is exactly the prefix of the T = 10^4 run with the same seed.
+* As in the paper: F = 1, async-TS with a fixed batch of 30 and beta/10 (the engine applies the
+  1/10), GP-BUCB with its own product rule, BBKB with Lemma 1 (Global) or Lemma 3 (GlobalLocal).
+  delta = 1e-4 = 1/T for the paper's T = 10^4, kept fixed for shorter runs so that a T = 2000 run
+  is exactly the prefix of the T = 10^4 run with the same seed.
 
-Choices the paper leaves open
------------------------------
+Choices the paper leaves open (defaults tuned with this script, T = 2000)
+------------------------------------------------------------------------
 * Features are z-scored (``dataset_problem(standardize=True)``), so the paper's bandwidths
-  (12.5-17.5 on raw features) do not transfer; ``--lengthscales`` sweeps the RBF bandwidth.
-* ``--lams``, ``--explores`` and ``--thresholds`` (C~, also GP-BUCB's C) take lists: every
-  combination is run, which is how the default configuration was tuned.
+  (12.5-17.5 on raw features) do not transfer. Defaults: RBF lengthscale 4, lam = 1, C~ = 2,
+  q-bar = 8 and ``explore`` = 0.1 (a multiplier on the UCB width alpha = C~ beta). The theory
+  width (``--explores 1``) over-explores badly here: with f in [0, 1] and lam = 1, alpha ~ 5
+  while unexplored arms have sigma~ ~ 1. The regret ratio of Global-BBKB at t = 2000 drops from
+  0.81 / 0.66 (Abalone / Cadata, explore 1) to 0.12 / 0.006 (explore 0.1); explore 0.03 lets
+  some seeds lock onto a poor arm. Lengthscale 4-8 is flat at explore 0.1; lam in [0.01, 1]
+  barely moves the regret but lam < 1 shrinks batches and slows Cadata down; C~ = 4 doubles the
+  width and hurts. q-bar = 8 instead of the paper's 2 lowers the regret ratio a little (Abalone
+  0.119 -> 0.113, Cadata 0.0063 -> 0.0046 over 10 seeds) for a few more dictionary atoms
+  (24 -> 29 on Cadata). ``--explores 1 --oversampling 2`` is the paper's theory-driven setting.
+* ``--lengthscales``, ``--lams``, ``--explores``, ``--thresholds`` (C~, also GP-BUCB's C) and
+  ``--oversampling`` (q-bar) take lists: every combination is run (a sweep).
+* The same configuration is shared by every strategy: explore also scales the widths of GP-UCB,
+  GP-BUCB, BKB and async-TS (the engine's alpha is C~ beta for BBKB and GP-BUCB but beta for the
+  sequential BKB and GP-UCB, so these explore half as much at equal explore); epsilon-greedy uses
+  epsilon = 0.1 and a batch of 30 like async-TS.
 * GP-UCB / GP-BUCB cost O(T^2 A); they stop at ``--exact-T`` (their t = T column is then empty).
   BKB resparsifies at every step (O(T A m^2)); ``--bkb-T`` optionally caps it the same way.
-* BLAS is pinned to one thread (see ``common``), so times are single-core times.
+* BLAS is pinned to one thread (see ``common``), so times are single-core times. Each finished
+  run is appended to ``<out>/runs.jsonl``; ``results.json``, ``table.txt`` and the PNGs are
+  written at the end.
 
 Usage::
 
     python benchmarks/paper.py --quick                      # CI-size smoke run, < 60 s
     python benchmarks/paper.py                              # full run: T = 10^4, 10 seeds
     python benchmarks/paper.py --datasets cadata --strategies global-bbkb gp-bucb \\
-        --T 2000 --seeds 3 --lengthscales 2 4 --out benchmarks/results/cadata
+        --T 2000 --seeds 3 --lengthscales 2 4 8 --explores 0.1 0.3 --out benchmarks/results/sw
 """
 
 from __future__ import annotations
@@ -86,13 +101,14 @@ class RunSpec:
     lam: float
     explore: float
     threshold: float
+    oversampling: float
     steps: int
     seed: int
 
     @property
     def group(self) -> tuple[Any, ...]:
         return (self.dataset, self.strategy, self.lengthscale, self.lam, self.explore,
-                self.threshold)
+                self.threshold, self.oversampling)
 
     @property
     def label(self) -> str:
@@ -105,9 +121,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="CI-size run: both data sets, T=300, 1 seed, every strategy (< 60 s)")
     p.add_argument("--datasets", nargs="+", default=["abalone", "cadata"],
-                   choices=["abalone", "cadata"])
-    p.add_argument("--strategies", nargs="+", default=PAPER_STRATEGIES,
-                   choices=list(STRATEGIES))
+                   choices=["abalone", "cadata"], metavar="NAME", help="abalone and/or cadata")
+    p.add_argument("--strategies", nargs="+", default=PAPER_STRATEGIES, choices=list(STRATEGIES),
+                   metavar="NAME", help=f"any of {', '.join(STRATEGIES)} (default: the paper's "
+                                        "eight, without combined-bbkb)")
     p.add_argument("--T", type=int, default=10_000, help="selections per run")
     p.add_argument("--seeds", type=int, default=10, help="number of seeds per configuration")
     p.add_argument("--first-seed", type=int, default=0,
@@ -116,13 +133,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lengthscales", type=float, nargs="+", default=[4.0],
                    help="RBF bandwidths on z-scored features (a sweep if several)")
     p.add_argument("--lams", type=float, nargs="+", default=[1.0], help="regulariser lambda")
-    p.add_argument("--explores", type=float, nargs="+", default=[1.0],
+    p.add_argument("--explores", type=float, nargs="+", default=[0.1],
                    help="multiplier on the UCB width alpha")
     p.add_argument("--thresholds", type=float, nargs="+", default=[2.0],
                    help="batch threshold C~ (BBKB) / C (GP-BUCB)")
+    p.add_argument("--oversampling", type=float, nargs="+", default=[8.0],
+                   help="dictionary oversampling q-bar (the paper: 2)")
     p.add_argument("--exact-T", type=int, default=2000, help="step cap for GP-UCB and GP-BUCB")
     p.add_argument("--bkb-T", type=int, default=None, help="optional step cap for BKB")
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "paper")
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "paper",
+                   help="output directory (default: benchmarks/results/paper)")
     args = p.parse_args(argv)
     if args.quick:
         args.T, args.seeds, args.exact_T = 300, 1, 300
@@ -133,15 +153,16 @@ def run_specs(args: argparse.Namespace) -> list[RunSpec]:
     """Every (dataset, strategy, configuration, seed) combination, with per-strategy caps."""
     specs = []
     grid = itertools.product(args.datasets, args.strategies, args.lengthscales, args.lams,
-                             args.explores, args.thresholds,
+                             args.explores, args.thresholds, args.oversampling,
                              range(args.first_seed, args.first_seed + args.seeds))
-    for dataset, strategy, ls, lam, explore, threshold, seed in grid:
+    for dataset, strategy, ls, lam, explore, threshold, qbar, seed in grid:
         steps = args.T
         if strategy in EXACT:
             steps = min(steps, args.exact_T)
         if strategy == "bkb" and args.bkb_T:
             steps = min(steps, args.bkb_T)
-        specs.append(RunSpec(dataset, strategy, ls, lam, explore, threshold, steps, seed))
+        specs.append(RunSpec(dataset, strategy, ls, lam, explore, threshold, qbar, steps,
+                             seed))
     return specs
 
 
@@ -149,8 +170,8 @@ def make_strategy(problem: Problem, spec: RunSpec) -> Strategy:
     overrides = STRATEGIES[spec.strategy][1]
     return Strategy(problem.candidates, kernel={"name": "rbf", "lengthscale": spec.lengthscale},
                     lam=spec.lam, noise=NOISE_SD, rkhs_bound=1.0, delta=DELTA,
-                    batch_threshold=spec.threshold, oversampling=2.0, explore=spec.explore,
-                    mode="sync", seed=spec.seed, **overrides)
+                    batch_threshold=spec.threshold, oversampling=spec.oversampling,
+                    explore=spec.explore, mode="sync", seed=spec.seed, **overrides)
 
 
 def execute(specs: list[RunSpec], problems: dict[str, Problem], mark: int,
@@ -214,72 +235,87 @@ def _interval(value: list[float] | None) -> str:
 
 def render_table(rows: list[dict[str, Any]], mark: int, T: int) -> str:
     """The printed table; the t = T column is dropped when T is the timing mark itself."""
-    headers = ["dataset", "strategy", "ls", "lam", "expl", "C~", "steps", f"RR@{mark}",
+    headers = ["dataset", "strategy", "ls", "lam", "expl", "C~", "q", "steps", f"RR@{mark}",
                f"RR@{T}", f"s@{mark}", "total s", "batches", "mean bs", "dict"]
     lines = []
     for r in rows:
         no_dictionary = r["strategy"] in EXACT + ("uniform",)
         dictionary = "-" if no_dictionary else f"{r['final_dictionary']:.0f}"
         lines.append([r["dataset"], r["label"], f"{r['lengthscale']:g}", f"{r['lam']:g}",
-                      f"{r['explore']:g}", f"{r['threshold']:g}", str(r["steps"]),
-                      _interval(r["ratio_mark"]), _interval(r["ratio_T"]),
+                      f"{r['explore']:g}", f"{r['threshold']:g}", f"{r['oversampling']:g}",
+                      str(r["steps"]), _interval(r["ratio_mark"]), _interval(r["ratio_T"]),
                       f"{r['mark_seconds']:.2f}", f"{r['total_seconds']:.2f}",
                       f"{r['batches']:.0f}", f"{r['mean_batch_size']:.1f}", dictionary])
     if T == mark:
-        headers, lines = headers[:8] + headers[9:], [row[:8] + row[9:] for row in lines]
+        drop = headers.index(f"RR@{T}", headers.index(f"RR@{mark}") + 1)
+        headers = headers[:drop] + headers[drop + 1:]
+        lines = [line[:drop] + line[drop + 1:] for line in lines]
     return common.format_table(headers, lines)
 
 
 def curve_label(spec: RunSpec, varying: list[str]) -> str:
-    names = {"lengthscale": "ls", "lam": "lam", "explore": "expl", "threshold": "C~"}
+    names = {"lengthscale": "ls", "lam": "lam", "explore": "expl", "threshold": "C~",
+             "oversampling": "q"}
     extra = " ".join(f"{names[k]}={getattr(spec, k):g}" for k in varying)
     return f"{spec.label} {extra}".strip()
 
 
 def varying_fields(specs: list[RunSpec]) -> list[str]:
-    keys = ["lengthscale", "lam", "explore", "threshold"]
+    keys = ["lengthscale", "lam", "explore", "threshold", "oversampling"]
     return [k for k in keys if len({getattr(s, k) for s in specs}) > 1]
 
 
-def plot_dataset(dataset: str, groups: list[list[tuple[RunSpec, RunResult]]],
-                 problem: Problem, out: Path) -> list[Path]:
-    """regret_<dataset>.png (bands over seeds) and batches_<dataset>.png (first seed)."""
+def _pyplot() -> Any:
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_regret(dataset: str, groups: list[list[tuple[RunSpec, RunResult]]],
+                problem: Problem, path: Path) -> Path:
+    """Regret ratio against t, one mean curve with its 95% band per configuration."""
+    plt = _pyplot()
     varying = varying_fields([g[0][0] for g in groups])
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for group in groups:
         curves = np.array([common.regret_ratio(problem, r.arms) for _, r in group])
         steps = np.arange(1, curves.shape[1] + 1)
         common.band_plot(ax, steps, curves, curve_label(group[0][0], varying))
-    ax.set(xlabel="step t", ylabel="R_t / R_t(uniform)", title=f"{dataset}: regret ratio")
+    ax.set(xlabel="step t", ylabel="R_t / R_t(uniform)", yscale="log",
+           title=f"{dataset}: regret ratio (mean and 95% interval over seeds)")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    paths = [out / f"regret_{dataset}.png"]
-    fig.savefig(paths[0], dpi=120, bbox_inches="tight")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
+    return path
+
+
+def plot_batches(dataset: str, groups: list[list[tuple[RunSpec, RunResult]]],
+                 path: Path) -> Path:
+    """Batch size and dictionary size of every batch (first seed of each configuration)."""
+    plt = _pyplot()
+    varying = varying_fields([g[0][0] for g in groups])
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for group in groups:
         spec, run = group[0]
-        label = curve_label(spec, varying)
+        label = f"{curve_label(spec, varying)} (seed {spec.seed})"
         if spec.strategy != "uniform":
             left.plot(run.batch_starts, run.batch_sizes, ".-", ms=2, lw=0.8, label=label)
         if spec.strategy not in EXACT + ("uniform",):
             right.plot(run.batch_starts, run.dictionary_sizes, ".-", ms=2, lw=0.8, label=label)
     left.set(xlabel="step t at batch opening", ylabel="batch size", yscale="log",
-             title=f"{dataset}: batch size per batch (seed {group[0][0].seed})")
+             title=f"{dataset}: batch size per batch")
     right.set(xlabel="step t at batch opening", ylabel="dictionary size m",
               title=f"{dataset}: dictionary size per batch")
     for ax in (left, right):
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-    paths.append(out / f"batches_{dataset}.png")
-    fig.savefig(paths[1], dpi=120, bbox_inches="tight")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
-    return paths
+    return path
 
 
 def run_record(spec: RunSpec, result: RunResult, problem: Problem, mark: int) -> dict[str, Any]:
@@ -316,7 +352,9 @@ def main(argv: list[str] | None = None) -> None:
     paths[0].write_text(table + "\n")
     for dataset in args.datasets:
         chosen = [g for key, g in groups.items() if key[0] == dataset]
-        paths += plot_dataset(dataset, chosen, problems[dataset], args.out)
+        paths.append(plot_regret(dataset, chosen, problems[dataset],
+                                 args.out / f"regret_{dataset}.png"))
+        paths.append(plot_batches(dataset, chosen, args.out / f"batches_{dataset}.png"))
     raw = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
            "environment": {"python": platform.python_version(), "numpy": np.__version__,
                            "machine": platform.machine(), "cpus": os.cpu_count(),
