@@ -11,9 +11,9 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from .. import trials
-from ..runtime import Runtimes
 from ..dispatch import Dispatcher
 from ..metrics import LatencyMiddleware, Metrics
+from ..runtime import Runtimes
 from ..settings import Settings
 from ..store import queries
 from ..store.database import make_engine, session_factory, transaction

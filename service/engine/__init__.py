@@ -9,7 +9,7 @@ Pure numpy/scipy: no web, SQL or Redis code is imported here. Typical use::
 """
 
 from .config import MODES, STOPPING_RULES, STRATEGIES, EngineConfig
-from .errors import (CandidateError, ConfigError, EngineError, NumericalError, SelectionError)
+from .errors import CandidateError, ConfigError, EngineError, NumericalError, SelectionError
 from .kernels import RBF, Kernel, Linear, Matern52, make_kernel
 from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Selection
 from .strategy import BatchInfo, EngineState, Strategy, as_candidates

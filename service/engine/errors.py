@@ -1,6 +1,7 @@
 """Exceptions raised by the engine.
 
-Every error names the offending input so that the service can turn it into a 4xx answer with a field.
+Every error names the offending input so that the service can turn it into a 4xx answer with a
+field.
 All derive from :class:`EngineError`, itself a :class:`ValueError`.
 """
 

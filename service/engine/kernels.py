@@ -65,7 +65,10 @@ def _positive(name: str, value: float) -> float:
 
 @dataclass(frozen=True)
 class RBF(Kernel):
-    """Gaussian kernel variance * exp(-||x - x'||^2 / (2 lengthscale^2)) (the papers' bandwidth sigma)."""
+    """Gaussian kernel variance * exp(-||x - x'||^2 / (2 lengthscale^2)).
+
+    ``lengthscale`` is the papers' bandwidth sigma.
+    """
 
     lengthscale: float = 1.0
     variance: float = 1.0

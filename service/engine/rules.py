@@ -45,7 +45,7 @@ class GlobalRule:
 
 
 class LocalRule:
-    """BBKB Lemma 3: r_i += k~_start(x_i, x_s)^2 / sigma~^2_start(x_i); close when 1 + max r > C~."""
+    """BBKB Lemma 3: r_i += k~_start(x_i, x_s)^2 / sigma~^2_start(x_i); close if 1 + max r > C~."""
 
     def __init__(self, threshold: float) -> None:
         self.threshold = threshold

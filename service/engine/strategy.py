@@ -30,9 +30,8 @@ from .dictionary import resparsify, uncertainty_sampling, warm_start_dictionary
 from .errors import CandidateError, SelectionError
 from .exact import ExactPosterior
 from .nystrom import NystromPosterior
-from .records import (ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Records, Selection)
-from .rules import (CombinedRule, FixedSizeRule, GlobalRule, LocalRule, ProductRule,
-                    StoppingRule)
+from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Records, Selection
+from .rules import CombinedRule, FixedSizeRule, GlobalRule, LocalRule, ProductRule, StoppingRule
 from .selectors import Design, EpsilonGreedy, LazyUCB, Selector, Thompson, Uniform
 
 STREAM_SELECT, STREAM_DICTIONARY, STREAM_DESIGN = 0, 1, 2

@@ -10,8 +10,21 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import (JSON, BigInteger, DateTime, Float, ForeignKey, Index, Integer,
-                        LargeBinary, SmallInteger, String, Text, TypeDecorator, UniqueConstraint)
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    SmallInteger,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 

@@ -49,8 +49,8 @@ def test_local_batches_are_at_least_as_large_as_global_ones_on_the_same_state():
         state = strategy.state()
         sizes = {}
         for rule in ("global", "local", "combined"):
-            twin = Strategy.restore(strategy.candidates, strategy.config.replace(stopping_rule=rule),
-                                    state)
+            config = strategy.config.replace(stopping_rule=rule)
+            twin = Strategy.restore(strategy.candidates, config, state)
             sizes[rule] = len(twin.ask_batch())
         assert sizes["local"] >= sizes["global"]
         assert sizes["combined"] == sizes["local"]

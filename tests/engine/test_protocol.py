@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.engine import (CandidateError, ConfigError, EngineConfig, SelectionError,
-                            Strategy)
+from service.engine import CandidateError, ConfigError, EngineConfig, SelectionError, Strategy
 
 from .helpers import smooth_problem
 

@@ -17,8 +17,17 @@ from ...store import queries
 from ...store.database import transaction
 from ...store.models import Study, utcnow
 from ..deps import MetricsDep, OwnerDep, RuntimesDep, SessionDep, SettingsDep, StudyId, TrialId
-from ..schemas import (CompleteRequest, FailRequest, HeartbeatRequest, ImportRequest,
-                       Suggestions, SuggestRequest, TrialPage, TrialPublic, TrialStatus)
+from ..schemas import (
+    CompleteRequest,
+    FailRequest,
+    HeartbeatRequest,
+    ImportRequest,
+    Suggestions,
+    SuggestRequest,
+    TrialPage,
+    TrialPublic,
+    TrialStatus,
+)
 from .studies import owned
 
 router = APIRouter(prefix="/v1/studies/{study_id}", tags=["trials"])
@@ -137,7 +146,8 @@ def list_trials(study_id: StudyId, owner: OwnerDep, session: SessionDep, setting
 
 
 @router.get("/trials/{trial_id}")
-def get_trial(study_id: StudyId, trial_id: TrialId, owner: OwnerDep, session: SessionDep) -> TrialPublic:
+def get_trial(study_id: StudyId, trial_id: TrialId, owner: OwnerDep,
+              session: SessionDep) -> TrialPublic:
     study = owned(session, study_id, owner)
     trial = queries.trial_by_id(session, study_id, trial_id)
     if trial is None:
