@@ -11,6 +11,8 @@ from service.api.schemas import (
     BatchList,
     BatchPublic,
     CompleteRequest,
+    DispatchRequest,
+    DispatchStatus,
     FailRequest,
     HeartbeatRequest,
     ImportRequest,
@@ -166,6 +168,47 @@ class Study:
         """Delete the study (its name becomes free). Deleting twice raises NotFoundError."""
         self.client.request("DELETE", self._path(), idempotent=False)
 
+    # -- server-side evaluation (Redis workers) ----------------------------------------------
+
+    def dispatch(self, n_evaluations: int, *, parallelism: int = 8, objective: str | None = None,
+                 job_timeout: int = 3600) -> DispatchStatus:
+        """Have the server evaluate ``objective`` (default: the study's) on its Redis workers
+        (``bbkb worker``) until ``n_evaluations`` trials are done. Returns at once."""
+        body = DispatchRequest(n_evaluations=n_evaluations, parallelism=parallelism,
+                               objective=objective, job_timeout=job_timeout)
+        return DispatchStatus.model_validate(self.client.request(
+            "POST", self._path("/dispatch"), json=body.model_dump(exclude_none=True)).json())
+
+    def dispatch_status(self) -> DispatchStatus:
+        return DispatchStatus.model_validate(
+            self.client.request("GET", self._path("/dispatch")).json())
+
+    def wait(self, *, progress: bool = True, poll: float = 0.5,
+             timeout: float | None = None) -> DispatchStatus:
+        """Block until the dispatch is done (or paused), with a progress bar if tqdm is
+        installed. TimeoutError after ``timeout`` seconds."""
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        status = self.dispatch_status()
+        bar = _progress_bar(status.n_evaluations or 0) if progress else None
+        try:
+            while status.status == "running":
+                if bar is not None:
+                    bar.update(status.finished - bar.n)
+                    best = self.info.best
+                    bar.set_postfix(best=None if best is None else f"{best.value:.4g}")
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"dispatch of study {self.id} still running: {status}")
+                time.sleep(poll)
+                status = self.dispatch_status()
+            if bar is not None:
+                bar.update(status.finished - bar.n)
+        finally:
+            if bar is not None:
+                bar.close()
+        return status
+
     def optimize(self, fn: Callable[..., Any], n_evaluations: int, *, n_workers: int = 4,
                  executor: Literal["thread", "process"] = "thread", progress: bool = True,
                  worker_id_prefix: str = "sdk", vector: bool = False) -> OptimizeResult:
@@ -178,6 +221,14 @@ class Study:
 
         return optimize(self, fn, n_evaluations, n_workers=n_workers, executor=executor,
                         progress=progress, worker_id_prefix=worker_id_prefix, vector=vector)
+
+
+def _progress_bar(total: int) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="eval", desc="evaluations")
 
 
 def _observation(item: Any) -> dict[str, Any]:

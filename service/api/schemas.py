@@ -168,3 +168,21 @@ class BatchList(BaseModel):
 class ErrorBody(BaseModel):
     detail: str
     field: str | None = None
+
+
+class DispatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    n_evaluations: int = Field(ge=1, le=10_000_000)
+    parallelism: int = Field(default=8, ge=1, le=10_000)
+    objective: Annotated[str, Field(max_length=300)] | None = None
+    job_timeout: int = Field(default=3600, ge=1, le=7 * 86400)
+
+
+class DispatchStatus(BaseModel):
+    status: str | None
+    n_evaluations: int | None = None
+    parallelism: int | None = None
+    objective: str | None = None
+    in_flight: int = 0
+    finished: int = 0

@@ -156,3 +156,21 @@ def test_the_server_restarted_mid_run_loses_no_result(system):
     assert len(trials) == 15 and all(t["status"] == "completed" for t in trials)
     for t in trials:
         assert t["value"] == pytest.approx(quadratic(*X[t["candidate"]]), abs=1e-12)
+
+
+def test_the_sdk_dispatches_and_waits(system):
+    from client import Client
+
+    url = system["server"].url
+    _start_workers(system, 2)
+    with Client(url) as bbkb:
+        study = bbkb.create_study("sdk-dispatch", candidates=X.tolist(),
+                                  parameter_names=["x0", "x1"],
+                                  objective="tests.workers.objective_fns:quadratic",
+                                  engine={"strategy": "bbkb", "mode": "sync", "seed": 2})
+        started = study.dispatch(16, parallelism=4)
+        assert started.status == "running" and started.n_evaluations == 16
+        done = study.wait(progress=False, poll=0.1, timeout=90)
+        assert done.status == "done" and done.finished == 16
+        values = [t.value for t in study.trials()]
+        assert len(values) == 16 and None not in values

@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 
 from ...errors import Conflict, Invalid
 from ...store.models import Trial
 from ..deps import OwnerDep, SessionDep, StudyId
+from ..schemas import DispatchRequest, DispatchStatus
 from .studies import owned
 
 router = APIRouter(prefix="/v1/studies/{study_id}/dispatch", tags=["dispatch"])
-
-
-class DispatchRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    n_evaluations: int = Field(ge=1, le=10_000_000)
-    parallelism: int = Field(default=8, ge=1, le=10_000)
-    objective: Annotated[str, Field(max_length=300)] | None = None
-    job_timeout: int = Field(default=3600, ge=1, le=7 * 86400)
-
-
-class DispatchStatus(BaseModel):
-    status: str | None
-    n_evaluations: int | None = None
-    parallelism: int | None = None
-    objective: str | None = None
-    in_flight: int = 0
-    finished: int = 0
 
 
 def _status(session, study) -> DispatchStatus:  # type: ignore[no-untyped-def]
