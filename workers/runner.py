@@ -24,6 +24,7 @@ def work(redis_url: str, burst: bool = False) -> None:
     from redis import Redis
     from rq import Queue, SimpleWorker
 
+    import service.problems  # noqa: F401 - the built-in objectives' numpy/scipy, paid at start
     import workers.job  # noqa: F401 - import once, before the first job
 
     connection = Redis.from_url(redis_url)

@@ -1,0 +1,83 @@
+"""End-to-end throughput of the distributed system (issue 4 targets).
+
+Real Redis, one API server process on SQLite, N RQ worker processes, server-side dispatch:
+
+1. A trivial objective (``function:branin`` at the candidate, no delay) with 8 workers:
+   evaluations per second end to end, and the service's overhead per evaluation.
+2. Scaling: an objective taking 0.5 s, the same number of evaluations with 1 and 8 workers.
+
+Usage: python benchmarks/throughput.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import httpx
+import numpy as np
+
+from service.processes import RedisProcess, ServerProcess
+from workers import runner
+
+
+def _wait_for_workers(redis_url: str, n: int, timeout: float = 120) -> None:
+    """Timing starts once every worker process has registered with Redis."""
+    from redis import Redis
+    from rq import Worker
+
+    connection, deadline = Redis.from_url(redis_url), time.monotonic() + timeout
+    while Worker.count(connection=connection) < n:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {Worker.count(connection=connection)} of {n} workers up")
+        time.sleep(0.1)
+
+
+def run(n_evaluations: int, workers: int, delay: float, parallelism: int) -> float:
+    """Wall seconds from dispatch to the last result."""
+    rng = np.random.default_rng(0)
+    candidates = np.column_stack([rng.uniform(-5, 10, 4000), rng.uniform(0, 15, 4000)])
+    with tempfile.TemporaryDirectory() as tmp:
+        redis = RedisProcess().start()
+        env = {"BBKB_DATA_DIR": tmp, "BBKB_AUTH": "none", "BBKB_REDIS_URL": redis.url}
+        server = ServerProcess(env).start()
+        children = runner.spawn(redis.url, workers, env={"BBKB_URL": server.url})
+        try:
+            with httpx.Client(base_url=server.url, timeout=120) as http:
+                sid = http.post("/v1/studies", json={
+                    "name": "throughput", "candidates": candidates.tolist(),
+                    "objective": f"function:branin?delay={delay}",
+                    "engine": {"strategy": "bbkb", "mode": "async", "explore": 0.1,
+                               "kernel": {"name": "rbf", "lengthscale": 3.0}}}).json()["id"]
+                _wait_for_workers(redis.url, workers)
+                start = time.perf_counter()
+                http.post(f"/v1/studies/{sid}/dispatch", json={
+                    "n_evaluations": n_evaluations, "parallelism": parallelism})
+                while http.get(f"/v1/studies/{sid}/dispatch").json()["status"] != "done":
+                    time.sleep(0.2)
+                return time.perf_counter() - start
+        finally:
+            runner.stop(children, timeout=10)
+            server.stop()
+            redis.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    n = 300 if args.quick else 2000
+    wall = run(n, workers=8, delay=0.0, parallelism=16)
+    print(f"trivial objective, 8 workers: {n} evaluations in {wall:.1f} s = {n / wall:.0f} "
+          f"evaluations/s; {1000 * 8 * wall / n:.1f} ms of worker time per evaluation")
+    n_slow = 16 if args.quick else 48
+    one = run(n_slow, workers=1, delay=0.5, parallelism=1)
+    eight = run(n_slow, workers=8, delay=0.5, parallelism=8)
+    print(f"0.5 s objective, {n_slow} evaluations: 1 worker {one:.1f} s, 8 workers {eight:.1f} s"
+          f" -> speed-up {one / eight:.2f}x (ideal 8x)")
+
+
+if __name__ == "__main__":
+    main()
