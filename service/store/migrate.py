@@ -30,12 +30,35 @@ def current(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(engine: Engine) -> None:
-    """Bring the database to the head revision (what `bbkb migrate` runs)."""
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the database up to ``revision`` (what `bbkb migrate` runs)."""
+    _migrate(engine, command.upgrade, revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Take the database down to ``revision`` (used to make old-schema test assets)."""
+    _migrate(engine, command.downgrade, revision)
+
+
+def _migrate(engine: Engine, step, revision: str) -> None:  # type: ignore[no-untyped-def]
+    """Run an Alembic command on one connection.
+
+    On SQLite, foreign keys are switched off for the migration: Alembic's batch mode rebuilds a
+    table by copying it and dropping the original, and with foreign keys on, dropping
+    ``studies`` would cascade to every trial. The pragma only works outside a transaction.
+    """
     config = alembic_config()
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, "head")
+    with engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        if sqlite:
+            conn.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with conn.begin():
+                config.attributes["connection"] = conn
+                step(config, revision)
+        finally:
+            if sqlite:
+                conn.connection.driver_connection.execute("PRAGMA foreign_keys=ON")
 
 
 def ensure_schema(engine: Engine, *, auto_upgrade: bool = True) -> None:
