@@ -37,7 +37,7 @@ def _start_workers(system: dict, n: int, **env: str) -> None:
 
 def _study(url: str, objective: str, **fields) -> int:  # type: ignore[no-untyped-def]
     body = {"name": "dist", "candidates": X.tolist(), "parameter_names": ["x0", "x1"],
-            "objective": objective, "lease_seconds": 2.0,
+            "objective": objective, "lease_seconds": 10.0,
             "engine": {"strategy": "bbkb", "mode": "async", "seed": 0,
                        "kernel": {"name": "rbf", "lengthscale": 0.3}}} | fields
     r = httpx.post(f"{url}/v1/studies", json=body)
@@ -78,7 +78,7 @@ def test_four_workers_evaluate_a_study_end_to_end(system):
 def test_a_killed_worker_loses_nothing(system):
     url = system["server"].url
     _start_workers(system, 2, BBKB_TEST_DELAY="1.0")
-    sid = _study(url, "tests.workers.objective_fns:slow", max_attempts=5)
+    sid = _study(url, "tests.workers.objective_fns:slow", max_attempts=5, lease_seconds=2.0)
     httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 8, "parallelism": 2})
     deadline = time.monotonic() + 60
     while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["finished"] < 1:
