@@ -108,9 +108,15 @@ def format_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(headers), rule, *(line(r) for r in rows)])
 
 
-def band_plot(ax: Axes, t: np.ndarray, curves: np.ndarray, label: str) -> None:
-    """Mean curve over the rows of ``curves`` with its 95% interval as a shaded band."""
+def band_plot(ax: Axes, t: np.ndarray, curves: np.ndarray, label: str,
+              band: str = "interval") -> None:
+    """Mean over the rows of ``curves`` with a shaded band: the 95% Student-t interval of the
+    mean (``band="interval"``) or the range over the rows (``"range"``, positive, for log axes)."""
     mean, half = mean_interval(curves)
     (line,) = ax.plot(t, mean, label=label, lw=1.4)
-    if np.isfinite(half).any():
-        ax.fill_between(t, mean - half, mean + half, color=line.get_color(), alpha=0.2, lw=0)
+    if band == "range":
+        low, high = curves.min(axis=0), curves.max(axis=0)
+    else:
+        low, high = mean - half, mean + half
+    if len(curves) > 1:
+        ax.fill_between(t, low, high, color=line.get_color(), alpha=0.15, lw=0)

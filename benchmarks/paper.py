@@ -276,18 +276,23 @@ def _pyplot() -> Any:
 
 def plot_regret(dataset: str, groups: list[list[tuple[RunSpec, RunResult]]],
                 problem: Problem, path: Path) -> Path:
-    """Regret ratio against t, one mean curve with its 95% band per configuration."""
+    """Regret ratio against t per configuration: linear axis with the 95% interval of the mean
+    (the paper's figure), and log axis with the range over seeds (small ratios stay visible)."""
     plt = _pyplot()
     varying = varying_fields([g[0][0] for g in groups])
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     for group in groups:
         curves = np.array([common.regret_ratio(problem, r.arms) for _, r in group])
         steps = np.arange(1, curves.shape[1] + 1)
-        common.band_plot(ax, steps, curves, curve_label(group[0][0], varying))
-    ax.set(xlabel="step t", ylabel="R_t / R_t(uniform)", yscale="log",
-           title=f"{dataset}: regret ratio (mean and 95% interval over seeds)")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+        label = curve_label(group[0][0], varying)
+        common.band_plot(axes[0], steps, curves, label, band="interval")
+        common.band_plot(axes[1], steps, curves, label, band="range")
+    axes[0].set(ylim=(0.0, 1.2), title=f"{dataset}: mean and 95% interval over seeds")
+    axes[1].set(yscale="log", title=f"{dataset}: mean and range over seeds (log axis)")
+    for ax in axes:
+        ax.set(xlabel="step t", ylabel="R_t / R_t(uniform)")
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
