@@ -93,7 +93,7 @@ MARK = 2000  # the paper times the first 2000 steps
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One simulated run; all fields but ``seed`` define its group in the tables."""
+    """One simulated run; the fields but ``steps`` and ``seed`` define its table row."""
 
     dataset: str
     strategy: str

@@ -226,7 +226,7 @@ class SortedLazyUCB(LazyUCB):
     Returns the same exact argmax as :class:`LazyUCB`.
     """
 
-    def start(self, posterior, width: float) -> None:  # type: ignore[no-untyped-def]
+    def start(self, posterior: NystromPosterior, width: float) -> None:
         super().start(posterior, width)
         self.order = np.argsort(-self.bound, kind="stable")
         self.next = 0  # self.order[self.next:] have never been refreshed
