@@ -54,9 +54,12 @@ class Dispatcher:
         """Enqueue jobs until the study's in-flight count reaches its target; returns how many."""
         handed = self.runtimes.mutate(study_id, None, self._ask)
         for payload, timeout in handed:
-            self.queue.enqueue("workers.job.evaluate_trial", payload, job_id=payload["job_id"],
-                               job_timeout=timeout, result_ttl=600, failure_ttl=3600)
+            self._enqueue(payload, timeout)
         return len(handed)
+
+    def _enqueue(self, payload: dict[str, Any], timeout: int) -> None:
+        self.queue.enqueue("workers.job.evaluate_trial", payload, job_id=payload["job_id"],
+                           job_timeout=timeout, result_ttl=600, failure_ttl=3600)
 
     def _ask(self, session, runtime, study) -> list[tuple[dict, int]]:  # type: ignore[no-untyped-def]
         plan = study.dispatch or {}
@@ -103,8 +106,7 @@ class Dispatcher:
         payloads = self.runtimes.mutate(study_id, None, lambda s, r, _: [
             self._payload(r, s.get(Trial, t.id), plan["objective"]) for t in missing])
         for payload in payloads:
-            self.queue.enqueue("workers.job.evaluate_trial", payload, job_id=payload["job_id"],
-                               job_timeout=timeout, result_ttl=600, failure_ttl=3600)
+            self._enqueue(payload, timeout)
         log.warning("re-enqueued %d trial(s) of study %d missing from Redis", len(missing),
                     study_id)
         return len(missing)

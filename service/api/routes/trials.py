@@ -15,7 +15,7 @@ from ... import studies, trials
 from ...errors import Invalid, NotFound
 from ...store import queries
 from ...store.database import transaction
-from ...store.models import Study, utcnow
+from ...store.models import utcnow
 from ..deps import MetricsDep, OwnerDep, RuntimesDep, SessionDep, SettingsDep, StudyId, TrialId
 from ..schemas import (
     CompleteRequest,
@@ -163,7 +163,10 @@ def export_trials(study_id: StudyId, owner: OwnerDep, request: Request,
     with transaction(request.app.state.sessions) as session:
         study = owned(session, study_id, owner)
         names = studies.parameter_names(study.spec, study.dim)
-    return StreamingResponse(_csv_rows(request, study_id, names), media_type="text/csv",
+        # candidates read once here, not once per page
+        decode = studies.ParameterDecoder(session, study,
+                                          queries.load_candidates(session, study_id))
+    return StreamingResponse(_csv_rows(request, study_id, names, decode), media_type="text/csv",
                              headers={"Content-Disposition":
                                       f'attachment; filename="study-{study_id}.csv"'})
 
@@ -172,7 +175,8 @@ CSV_COLUMNS = ["trial_id", "t", "candidate", "batch", "kind", "status", "value",
                "worker_id", "created_at", "completed_at", "error"]
 
 
-def _csv_rows(request: Request, study_id: StudyId, names: list[str]) -> Iterator[str]:
+def _csv_rows(request: Request, study_id: StudyId, names: list[str],
+              decode: studies.ParameterDecoder) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS + names)
@@ -180,7 +184,6 @@ def _csv_rows(request: Request, study_id: StudyId, names: list[str]) -> Iterator
     while True:
         with transaction(request.app.state.sessions) as session:
             page = queries.trial_page(session, study_id, after=after, limit=5000, status=None)
-            decode = studies.ParameterDecoder(session, session.get(Study, study_id))
             for t in page:
                 params = decode(t.candidate)
                 writer.writerow([t.id, t.t, t.candidate, t.batch, t.kind, t.status,
