@@ -1,0 +1,296 @@
+"""Kernel hyper-parameters by maximum marginal likelihood: exact GP and sparse (Titsias) GP.
+
+Parameters are optimised in log space, theta = [log l_1..log l_q, log s2, log noise] with q = 1
+(isotropic) or q = d (ARD, one lengthscale per input dimension), for the stationary kernels
+k(x, x') = s2 * phi(r), r^2 = sum_j (x_j - x'_j)^2 / l_j^2, phi = exp(-r^2/2) ("rbf") or the
+Matern-5/2 (1 + sqrt5 r + 5 r^2/3) exp(-sqrt5 r) ("matern52"), and Gaussian noise of variance
+``noise``. Both kernels have d k / d log l_j = g(r) (x_j - x'_j)^2 / l_j^2 with g = k (RBF) or
+g = s2 (5/3) (1 + sqrt5 r) exp(-sqrt5 r) (Matern-5/2), which is how every lengthscale gradient
+below is written.
+
+- :func:`exact_log_likelihood`: log N(y | 0, K + noise I) (Rasmussen & Williams eq. 2.30) and its
+  gradient (R&W eq. 5.9), O(n^3). Used by GP-UCB / GP-BUCB here and by GSSBO (any kernel above).
+- :func:`sparse_log_likelihood`: Titsias' (2009) variational lower bound
+  log N(y | 0, Q + noise I) - tr(K - Q) / (2 noise), Q = K_nm K_mm^-1 K_mn, with the inducing
+  points = the current Nystrom dictionary, O(n m^2). The first term alone is the DTC marginal
+  likelihood of the posterior BBKB uses (ENGINE.md); the trace term makes the objective a lower
+  bound on the exact log likelihood, so maximising it cannot trade accuracy for a smaller
+  dictionary (DTC's own likelihood can favour hyper-parameters under which the dictionary
+  explains the data badly, i.e. it overfits the approximation; Bauer et al. 2016).
+- :func:`fit`: L-BFGS-B over theta with box bounds, a weak log-normal prior and a few restarts
+  from a seeded generator, on y standardised to mean 0 and variance 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import linalg, optimize
+
+from .errors import ConfigError
+
+#: Kernel names the likelihoods understand (the stationary kernels of kernels.py).
+LIKELIHOOD_KERNELS: tuple[str, ...] = ("rbf", "gaussian", "matern52")
+_LOG_2PI = math.log(2.0 * math.pi)
+_JITTER = 1e-8  # relative to s2, on K_mm only (the dictionary may hold near-duplicates)
+
+Objective = Callable[[np.ndarray], tuple[float, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    """Fitted (or default) kernel hyper-parameters in the units of the data they were fit on.
+
+    ``lengthscale`` holds one value (isotropic) or d values (ARD); ``variance`` is the signal
+    variance s2 and ``noise`` the noise variance.
+    """
+
+    lengthscale: tuple[float, ...]
+    variance: float
+    noise: float
+
+    @property
+    def theta(self) -> np.ndarray:
+        """Log-parameter vector [log l..., log s2, log noise]."""
+        return np.log(np.array([*self.lengthscale, self.variance, self.noise]))
+
+    @classmethod
+    def from_theta(cls, theta: np.ndarray) -> Hyperparameters:
+        values = np.exp(np.asarray(theta, dtype=np.float64))
+        return cls(tuple(float(v) for v in values[:-2]), float(values[-2]), float(values[-1]))
+
+
+def _kernel_terms(kernel: str, Xs: np.ndarray, Zs: np.ndarray,
+                  s2: float) -> tuple[np.ndarray, np.ndarray]:
+    """K = k(X, Z) and g (d K / d log l_j = g * (x_j - z_j)^2 / l_j^2), inputs divided by l."""
+    d2 = (np.einsum("ij,ij->i", Xs, Xs)[:, None] + np.einsum("ij,ij->i", Zs, Zs)[None, :]
+          - 2.0 * (Xs @ Zs.T))
+    np.maximum(d2, 0.0, out=d2)
+    if kernel in ("rbf", "gaussian"):
+        K = s2 * np.exp(-0.5 * d2)
+        return K, K
+    if kernel == "matern52":
+        s = np.sqrt(5.0 * d2)
+        e = s2 * np.exp(-s)
+        return (1.0 + s + s * s / 3.0) * e, (5.0 / 3.0) * (1.0 + s) * e
+    raise ConfigError(f"no likelihood for kernel {kernel!r}; choose one of "
+                      f"{list(LIKELIHOOD_KERNELS)}", field="kernel.name")
+
+
+def _contract(H: np.ndarray, Xs: np.ndarray, Zs: np.ndarray) -> np.ndarray:
+    """sum_nm H_nm (Xs_nj - Zs_mj)^2 for every dimension j, shape (d,), no n x m x d array."""
+    return (H.sum(axis=1) @ (Xs * Xs) + H.sum(axis=0) @ (Zs * Zs)
+            - 2.0 * np.einsum("nj,nj->j", Xs, H @ Zs))
+
+
+def _unpack(theta: np.ndarray, d: int) -> tuple[np.ndarray, float, float]:
+    theta = np.asarray(theta, dtype=np.float64)
+    q = len(theta) - 2
+    if q not in (1, d):
+        raise ConfigError(f"theta must hold 1 or d = {d} log lengthscales plus log variance and "
+                          f"log noise, got length {len(theta)}", field="theta")
+    return np.exp(theta[:q]), float(np.exp(theta[-2])), float(np.exp(theta[-1]))
+
+
+def _lengthscale_grad(per_dim: np.ndarray, q: int) -> np.ndarray:
+    return per_dim if q > 1 else np.array([per_dim.sum()])
+
+
+def exact_log_likelihood(theta: np.ndarray, X: np.ndarray, y: np.ndarray,
+                         kernel: str = "rbf") -> tuple[float, np.ndarray]:
+    """Exact GP log marginal likelihood log N(y | 0, K + noise I) and its gradient wrt theta.
+
+    Parameters
+    ----------
+    theta : ndarray of shape (q + 2,), [log l_1..l_q, log s2, log noise], q = 1 or d.
+    X : ndarray of shape (n, d); y : ndarray of shape (n,).
+    kernel : "rbf" (alias "gaussian") or "matern52".
+
+    Returns (value, gradient of shape (q + 2,)); value is -inf (gradient 0) if K + noise I is not
+    numerically positive definite. R&W Alg. 2.1 (L = cholesky(K + noise I)) and eq. 5.9
+    (d/d theta = 1/2 tr((alpha alpha^T - Sigma^-1) dSigma/d theta)). Cost O(n^3).
+    """
+    ell, s2, noise = _unpack(theta, X.shape[1])
+    Xs = X / ell
+    K, g = _kernel_terms(kernel, Xs, Xs, s2)
+    Sigma = K.copy()
+    Sigma[np.diag_indices_from(Sigma)] += noise
+    try:
+        L = linalg.cholesky(Sigma, lower=True)
+    except linalg.LinAlgError:
+        return -math.inf, np.zeros(len(theta))
+    alpha = linalg.cho_solve((L, True), y)
+    n = len(y)
+    value = -0.5 * float(y @ alpha) - float(np.log(np.diag(L)).sum()) - 0.5 * n * _LOG_2PI
+    W = np.outer(alpha, alpha)
+    W -= linalg.cho_solve((L, True), np.eye(n))
+    W *= 0.5
+    grad = np.concatenate([_lengthscale_grad(_contract(W * g, Xs, Xs), len(theta) - 2),
+                           [float(np.sum(W * K)), noise * float(np.trace(W))]])
+    return value, grad
+
+
+def sparse_log_likelihood(theta: np.ndarray, X: np.ndarray, y: np.ndarray, Z: np.ndarray,
+                          kernel: str = "rbf") -> tuple[float, np.ndarray]:
+    """Titsias' variational bound with inducing points Z, and its gradient wrt theta.
+
+    F = log N(y | 0, Q + noise I) - tr(K_nn - Q) / (2 noise),  Q = K_nm K_mm^-1 K_mn
+    (Titsias 2009, eq. 9). With Sigma = Q + noise I, alpha = Sigma^-1 y, P = K_mm^-1 K_mn and
+    W = (alpha alpha^T - Sigma^-1 + I / noise) / 2, for any kernel parameter
+    dF = 2 <W P^T, dK_nm> - <P W P^T, dK_mm> - tr(dK_nn) / (2 noise); Sigma^-1 is applied through
+    Woodbury with M = K_mm + K_mn K_nm / noise, so nothing n x n is formed: O(n m^2).
+
+    Parameters as :func:`exact_log_likelihood`, plus Z : ndarray of shape (m, d).
+    """
+    ell, s2, noise = _unpack(theta, X.shape[1])
+    Xs, Zs = X / ell, Z / ell
+    n, m = len(y), len(Z)
+    Knm, gnm = _kernel_terms(kernel, Xs, Zs, s2)
+    Kmm, gmm = _kernel_terms(kernel, Zs, Zs, s2)
+    Kmm[np.diag_indices(m)] += _JITTER * s2
+    KmnKnm = Knm.T @ Knm
+    M = Kmm + KmnKnm / noise
+    try:
+        Lm = linalg.cholesky(Kmm, lower=True)
+        LM = linalg.cholesky(M, lower=True)
+    except linalg.LinAlgError:
+        return -math.inf, np.zeros(len(theta))
+
+    def sigma_inv(V: np.ndarray) -> np.ndarray:  # (Q + noise I)^-1 V by Woodbury
+        return (V - Knm @ linalg.cho_solve((LM, True), Knm.T @ V) / noise) / noise
+
+    alpha = sigma_inv(y)
+    Pt = linalg.cho_solve((Lm, True), Knm.T).T  # P^T = K_nm K_mm^-1, (n, m)
+    trace_q = float(np.einsum("ij,ij->", Knm, Pt))
+    gap = max(n * s2 - trace_q, 0.0)  # tr(K_nn - Q) >= 0 (stationary: k(x, x) = s2)
+    logdet = (2.0 * float(np.log(np.diag(LM)).sum() - np.log(np.diag(Lm)).sum())
+              + n * math.log(noise))
+    value = -0.5 * float(y @ alpha) - 0.5 * logdet - 0.5 * n * _LOG_2PI - gap / (2.0 * noise)
+    G = 0.5 * (np.outer(alpha, alpha @ Pt) - sigma_inv(Pt) + Pt / noise)  # W P^T, (n, m)
+    PG = Pt.T @ G  # P W P^T, (m, m)
+    q = len(theta) - 2
+    d_ell = 2.0 * _contract(G * gnm, Xs, Zs) - _contract(PG * gmm, Zs, Zs)
+    d_s2 = 2.0 * float(np.sum(G * Knm)) - float(np.sum(PG * Kmm)) - n * s2 / (2.0 * noise)
+    trace_sigma_inv = (n - float(np.trace(linalg.cho_solve((LM, True), KmnKnm))) / noise) / noise
+    d_noise = noise * (-0.5 * trace_sigma_inv + 0.5 * float(alpha @ alpha)
+                       + gap / (2.0 * noise**2))
+    return value, np.concatenate([_lengthscale_grad(d_ell, q), [d_s2, d_noise]])
+
+
+def median_distance(X: np.ndarray, rng: np.random.Generator, max_points: int = 1000) -> float:
+    """Median pairwise Euclidean distance of a seeded subsample of rows (the median heuristic).
+
+    Returns 1.0 if every sampled pair coincides.
+    """
+    if len(X) > max_points:
+        X = X[np.sort(rng.choice(len(X), size=max_points, replace=False))]
+    sq = np.einsum("ij,ij->i", X, X)
+    d2 = sq[:, None] + sq[None, :] - 2.0 * (X @ X.T)
+    iu = np.triu_indices(len(X), k=1)
+    dist = np.sqrt(np.maximum(d2[iu], 0.0))
+    dist = dist[dist > 0]
+    return float(np.median(dist)) if len(dist) else 1.0
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Independent weak log-normal priors and box bounds on the log parameters.
+
+    Centres: lengthscale ``lengthscale`` (e.g. the median heuristic), signal variance 1 and noise
+    variance ``noise`` (y is standardised before fitting). ``sd`` is the prior's standard
+    deviation in log space; the bounds are centre * / ``span`` (noise: [1e-6, 1]).
+    """
+
+    lengthscale: float
+    noise: float = 0.01
+    sd: float = 1.5
+    span: float = 30.0
+
+    def centre(self, q: int) -> np.ndarray:
+        return np.log(np.array([self.lengthscale] * q + [1.0, self.noise]))
+
+    def bounds(self, q: int) -> list[tuple[float, float]]:
+        log_span = math.log(self.span)
+        ls = math.log(self.lengthscale)
+        return ([(ls - log_span, ls + log_span)] * q + [(-log_span, log_span)]
+                + [(math.log(1e-6), 0.0)])
+
+    def log_density(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        diff = (theta - self.centre(len(theta) - 2)) / self.sd
+        return -0.5 * float(diff @ diff), -diff / self.sd
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Best hyper-parameters (in the units of the y given to :func:`fit`) and the fit's log."""
+
+    hyperparameters: Hyperparameters
+    objective: float  # log likelihood (or bound) + log prior at the optimum, standardised y
+    n_points: int
+    evaluations: int
+
+
+def fit(X: np.ndarray, y: np.ndarray, *, prior: Prior, rng: np.random.Generator,
+        kernel: str = "rbf", ard: bool = False, inducing: np.ndarray | None = None,
+        start: Hyperparameters | None = None, restarts: int = 2, max_points: int = 2000,
+        max_iter: int = 60) -> FitResult:
+    """Maximise log likelihood + log prior over theta with L-BFGS-B (MAP estimate).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d); y : ndarray of shape (n,), n >= 2.
+    prior : the weak log-normal prior and bounds (on standardised y).
+    rng : seeded generator for the subsample and the restarts (the fit is deterministic).
+    kernel : "rbf" or "matern52"; ard : one lengthscale per dimension.
+    inducing : ndarray of shape (m, d) -> Titsias' sparse bound, O(n m^2) per evaluation;
+        None -> exact likelihood, O(n^3).
+    start : first starting point (e.g. the current values); the others are the prior centre and
+        ``restarts`` draws from the prior, clipped to the bounds.
+    max_points : n is subsampled uniformly (by ``rng``) to at most this many rows.
+
+    Returns hyper-parameters in the units of y (s2 and noise rescaled by var(y)).
+    """
+    X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if len(y) > max_points:
+        keep = np.sort(rng.choice(len(y), size=max_points, replace=False))
+        X, y = X[keep], y[keep]
+    scale = float(np.std(y))
+    scale = scale if scale > 0 else 1.0
+    ys = (y - y.mean()) / scale
+    q = X.shape[1] if ard else 1
+    bounds = prior.bounds(q)
+    low, high = np.array(bounds).T
+
+    def negative(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        if inducing is None:
+            value, grad = exact_log_likelihood(theta, X, ys, kernel)
+        else:
+            value, grad = sparse_log_likelihood(theta, X, ys, inducing, kernel)
+        if not math.isfinite(value):
+            return 1e25, np.zeros_like(theta)
+        p_value, p_grad = prior.log_density(theta)
+        return -(value + p_value), -(grad + p_grad)
+
+    starts = [prior.centre(q)]
+    if start is not None:
+        theta0 = start.theta
+        theta0[-2:] -= 2.0 * math.log(scale)
+        if len(theta0) - 2 != q:  # isotropic <-> ARD: broadcast the mean log lengthscale
+            theta0 = np.concatenate([np.full(q, theta0[:-2].mean()), theta0[-2:]])
+        starts.insert(0, theta0)
+    starts += [prior.centre(q) + prior.sd * rng.standard_normal(q + 2) for _ in range(restarts)]
+    best, evaluations = None, 0
+    for theta0 in starts:
+        result = optimize.minimize(negative, np.clip(theta0, low, high), jac=True,
+                                   method="L-BFGS-B", bounds=bounds,
+                                   options={"maxiter": max_iter})
+        evaluations += int(result.nfev)
+        if best is None or result.fun < best.fun:
+            best = result
+    assert best is not None
+    theta = np.array(best.x)
+    theta[-2:] += 2.0 * math.log(scale)
+    return FitResult(Hyperparameters.from_theta(theta), -float(best.fun), len(y), evaluations)
