@@ -186,3 +186,39 @@ class DispatchStatus(BaseModel):
     objective: str | None = None
     in_flight: int = 0
     finished: int = 0
+
+
+class StudySummary(BaseModel):
+    """One row of the dashboard's studies table (no candidate decoding: cheap for any study)."""
+
+    id: int
+    name: str
+    status: str
+    direction: str
+    strategy: str
+    mode: str
+    n_trials: int
+    completed: int
+    failed: int = Field(description="Failed and abandoned trials.")
+    best_value: float | None = None
+    created_at: datetime
+    last_activity: datetime
+
+
+class SummaryList(BaseModel):
+    studies: list[StudySummary]
+
+
+class StudyHistory(BaseModel):
+    """Completed trials as columns, in completion order (compact at 10^5 trials).
+
+    ``regret`` is the simple regret ``f* - max_{s<=i} f(x_s)`` of the noiseless objective
+    against the study's best candidate, when the objective is a built-in one (data-set arms or
+    a test function); null otherwise.
+    """
+
+    t: list[int]
+    value: list[float]
+    elapsed: list[float] = Field(description="Seconds from the study's creation to completion.")
+    optimum: float | None = None
+    regret: list[float] | None = None

@@ -151,3 +151,27 @@ def latest_batch(session: Session, study_id: int) -> Batch | None:
 def studies_of(session: Session, owner_id: int) -> Iterable[Study]:
     return session.scalars(select(Study).where(Study.owner_id == owner_id,
                                                Study.status != "deleted").order_by(Study.id))
+
+
+def study_summaries(session: Session, owner_id: int) -> list[tuple]:
+    """Per study of an owner, in one GROUP BY: (study, trials, completed, failed, max, min).
+
+    ``failed`` counts failed and abandoned trials; max/min are over completed values.
+    """
+    done = Trial.status == "completed"
+    return [tuple(r) for r in session.execute(
+        select(Study, func.count(Trial.id),
+               func.count(Trial.id).filter(done),
+               func.count(Trial.id).filter(Trial.status.in_(("failed", "abandoned"))),
+               func.max(Trial.value).filter(done), func.min(Trial.value).filter(done))
+        .outerjoin(Trial, Trial.study_id == Study.id)
+        .where(Study.owner_id == owner_id, Study.status != "deleted")
+        .group_by(Study.id).order_by(Study.id))]
+
+
+def completed_columns(session: Session, study_id: int) -> list[tuple]:
+    """(t, candidate, value, completed_at) of completed trials in completion order."""
+    return [tuple(r) for r in session.execute(
+        select(Trial.t, Trial.candidate, Trial.value, Trial.completed_at)
+        .where(Trial.study_id == study_id, Trial.status == "completed")
+        .order_by(Trial.completed_at, Trial.t))]

@@ -1,0 +1,65 @@
+"""Read-only views for the dashboard: a summary row per study and a study's columnar history."""
+
+from __future__ import annotations
+
+import numpy as np
+from fastapi import APIRouter, Request
+
+from ...store import queries
+from ...store.models import Study
+from ...ui.optimum import noiseless_values, simple_regret
+from ..deps import OwnerDep, SessionDep, StudyId
+from ..schemas import StudyHistory, StudySummary, SummaryList
+from .studies import owned
+
+router = APIRouter(prefix="/v1", tags=["dashboard"])
+
+#: Studies whose noiseless objective values are kept in memory (one float per candidate each).
+VALUES_CACHE_SIZE = 16
+
+
+@router.get("/summaries")
+def list_summaries(owner: OwnerDep, session: SessionDep) -> SummaryList:
+    """Every study of the caller with counts, best value and last activity (one query)."""
+    rows = []
+    for study, n, completed, failed, high, low in queries.study_summaries(session, owner):
+        engine = study.spec["engine"]
+        maximize = study.spec["direction"] == "maximize"
+        rows.append(StudySummary(
+            id=study.id, name=study.name, status=study.status,
+            direction=study.spec["direction"], strategy=engine["strategy"], mode=engine["mode"],
+            n_trials=n, completed=completed, failed=failed, best_value=high if maximize else low,
+            created_at=study.created_at, last_activity=study.updated_at))
+    return SummaryList(studies=rows)
+
+
+@router.get("/studies/{study_id}/history")
+def get_history(study_id: StudyId, owner: OwnerDep, session: SessionDep,
+                request: Request) -> StudyHistory:
+    """Completed trials as columns in completion order, with regret when f is known."""
+    study = owned(session, study_id, owner)
+    rows = queries.completed_columns(session, study_id)
+    t, arms, value, done = (list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 4
+    start = study.created_at
+    elapsed = [(d - start).total_seconds() for d in done]
+    values = _noiseless(request, session, study)
+    if values is None:
+        return StudyHistory(t=t, value=value, elapsed=elapsed)
+    optimum, regret = simple_regret(values, np.asarray(arms, dtype=np.int64),
+                                    study.spec["direction"] == "maximize")
+    return StudyHistory(t=t, value=value, elapsed=elapsed, optimum=optimum,
+                        regret=regret.tolist())
+
+
+def _noiseless(request: Request, session, study: Study) -> np.ndarray | None:  # type: ignore[no-untyped-def]
+    """f at every candidate, computed once per study and process (candidates never change)."""
+    cache: dict | None = getattr(request.app.state, "noiseless_values", None)
+    if cache is None:
+        cache = request.app.state.noiseless_values = {}
+    key = (study.id, study.spec.get("objective"), study.n_candidates)
+    if key not in cache:
+        if len(cache) >= VALUES_CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+        cache[key] = noiseless_values(key[1], study.n_candidates, study.dim,
+                                      lambda: queries.load_candidates(session, study.id))
+    return cache[key]

@@ -1,0 +1,145 @@
+"""The dashboard's pages under /ui: HTML shells plus one script that polls the JSON API.
+
+The pages hold no study data: the browser fetches it from /v1 with the API key the user typed
+(kept in sessionStorage, sent as a Bearer header), so the HTML itself needs no authentication.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+
+from ...errors import NotFound
+from ...ui import STATIC_DIR
+from ..deps import StudyId
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
+
+LAYOUT = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title} - bbkb</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/ui/static/dashboard.css">
+<script src="/ui/static/dashboard.js" defer></script>
+</head>
+<body data-page="{page}"{attributes}>
+<header>
+  <a class="brand" href="/ui">bbkb dashboard</a>
+  <span id="poll-status" class="muted"></span>
+  <form id="key-form" hidden>
+    <label for="key-input">API key</label>
+    <input id="key-input" type="password" autocomplete="off" placeholder="bbkb_...">
+    <button type="submit">Use key</button>
+  </form>
+  <button id="key-forget" type="button" hidden>Forget key</button>
+</header>
+<p id="message" class="message" hidden></p>
+<main>
+{body}
+</main>
+</body>
+</html>
+"""
+
+STUDIES_BODY = """<h1>Studies</h1>
+<table id="studies" class="data">
+<thead><tr>
+  <th data-sort="name">name</th><th data-sort="strategy">strategy</th>
+  <th data-sort="status">status</th><th data-sort="completed" class="num">evaluations</th>
+  <th data-sort="failed" class="num">failed</th>
+  <th data-sort="best_value" class="num">best value</th>
+  <th data-sort="last_activity">last activity</th>
+</tr></thead>
+<tbody></tbody>
+</table>
+<p id="studies-empty" class="muted" hidden>No studies yet.</p>
+"""
+
+STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
+  <span id="study-status" class="badge"></span></h1>
+<p id="study-facts" class="muted"></p>
+<section class="plots">
+  <figure><figcaption>best value so far vs evaluations</figcaption>
+    <svg id="plot-best" viewBox="0 0 480 240"></svg></figure>
+  <figure id="figure-regret" hidden>
+    <figcaption id="regret-caption">simple regret vs evaluations</figcaption>
+    <svg id="plot-regret" viewBox="0 0 480 240"></svg></figure>
+  <figure><figcaption>every observed value over time</figcaption>
+    <svg id="plot-values" viewBox="0 0 480 240"></svg></figure>
+  <figure><figcaption>batch size per batch</figcaption>
+    <svg id="plot-batch-size" viewBox="0 0 480 240"></svg></figure>
+  <figure><figcaption>dictionary size per batch</figcaption>
+    <svg id="plot-dictionary" viewBox="0 0 480 240"></svg></figure>
+  <figure><figcaption>time per resparsification (ms)</figcaption>
+    <svg id="plot-resparsify" viewBox="0 0 480 240"></svg></figure>
+</section>
+<section>
+  <h2>Failed trials <span id="failed-count" class="muted"></span></h2>
+  <table id="failed" class="data">
+    <thead><tr><th class="num">t</th><th>status</th><th class="num">attempts</th><th>worker</th>
+      <th>error</th></tr></thead>
+    <tbody></tbody>
+  </table>
+</section>
+<section>
+  <h2>Trials</h2>
+  <div class="toolbar">
+    <label for="status-filter">status</label>
+    <select id="status-filter">
+      <option value="">all</option><option>pending</option><option>running</option>
+      <option>completed</option><option>failed</option><option>abandoned</option>
+    </select>
+    <button id="page-prev" type="button">&larr; previous</button>
+    <button id="page-next" type="button">next &rarr;</button>
+    <span id="page-info" class="muted"></span>
+    <button id="csv" type="button" class="right">Download CSV</button>
+  </div>
+  <table id="trials" class="data">
+    <thead><tr><th class="num">t</th><th>status</th><th class="num">value</th>
+      <th class="num">batch</th><th class="num">attempt</th><th>worker</th><th>parameters</th>
+      <th>completed</th><th>error</th></tr></thead>
+    <tbody></tbody>
+  </table>
+</section>
+<section>
+  <h2>Configuration</h2>
+  <pre id="config"></pre>
+</section>
+"""
+
+
+def _page(title: str, page: str, body: str, **data: str) -> HTMLResponse:
+    attributes = "".join(f' data-{k.replace("_", "-")}="{escape(v)}"' for k, v in data.items())
+    return HTMLResponse(LAYOUT.format(title=escape(title), page=page, attributes=attributes,
+                                      body=body))
+
+
+@router.get("")
+def ui_root() -> RedirectResponse:
+    return RedirectResponse("/ui/")
+
+
+@router.get("/")
+def studies_page() -> HTMLResponse:
+    return _page("Studies", "studies", STUDIES_BODY)
+
+
+@router.get("/studies/{study_id}")
+def study_page(study_id: StudyId) -> HTMLResponse:
+    return _page(f"Study {study_id}", "study", STUDY_BODY.format(study_id=study_id),
+                 study_id=str(study_id))
+
+
+@router.get("/static/{name}")
+def asset(name: str) -> FileResponse:
+    if name not in ASSETS:
+        raise NotFound(f"no asset {name}", field="name")
+    return FileResponse(STATIC_DIR / name, media_type=ASSETS[name],
+                        headers={"Cache-Control": "no-cache"})

@@ -1,0 +1,48 @@
+"""Noiseless values of the built-in objectives, so that the dashboard can show regret.
+
+The built-in objectives of ``workers.objectives`` have a known noiseless value at every
+candidate: ``dataset:<name>`` (arm i is row i of the data set, its value the rescaled target) and
+``function:<name>`` (the negated test function at the candidate vector). Regret is BBKB's
+finite-arm regret (Calandriello et al. 2020, Sec. 2): against the best candidate of the study,
+``r_i = f(x*) - max_{s <= i} f(x_s)`` (simple regret after i evaluations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import parse_qsl
+
+import numpy as np
+
+from ..problems import dataset_problem, get_function
+
+
+def noiseless_values(objective: str | None, n_candidates: int, dim: int,
+                     candidates: Callable[[], np.ndarray]) -> np.ndarray | None:
+    """f at every candidate (length ``n_candidates``), or None when the objective is not a
+    built-in one or does not fit the study (other size or dimension)."""
+    if not objective:
+        return None
+    head, _, query = objective.partition("?")
+    kind, _, name = head.partition(":")
+    try:
+        options = dict(parse_qsl(query))
+        if kind == "dataset":
+            values = dataset_problem(name).values  # type: ignore[arg-type]
+            return values if len(values) == n_candidates else None
+        if kind == "function":
+            fn = get_function(name, int(float(options["dim"])) if "dim" in options else None)
+            if fn.dim != dim:
+                return None
+            return np.asarray(fn.objective(candidates()), dtype=np.float64)
+    except (ValueError, KeyError):
+        return None
+    return None
+
+
+def simple_regret(values: np.ndarray, arms: np.ndarray, maximize: bool) -> tuple[float, np.ndarray]:
+    """The optimum over the candidates and ``r_i`` after each evaluation of ``arms`` (in order)."""
+    sign = 1.0 if maximize else -1.0
+    signed = sign * values
+    best = np.maximum.accumulate(signed[arms]) if len(arms) else np.zeros(0)
+    return float(sign * signed.max()), signed.max() - best

@@ -1,0 +1,396 @@
+// bbkb dashboard: polls the JSON API under /v1 and draws SVG. No dependencies, no build step.
+// Study data only ever enters the page through textContent and SVG attributes (never as HTML).
+"use strict";
+
+const KEY = "bbkb-api-key";
+const query = new URLSearchParams(location.search);
+const POLL_MS = Math.max(200, Number(query.get("poll")) || 2000);
+const PAGE_SIZE = Math.min(1000, Math.max(1, Number(query.get("page_size")) || 50));
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+class AuthNeeded extends Error {}
+
+// ---------------------------------------------------------------- API and key
+
+async function api(path) {
+  const key = sessionStorage.getItem(KEY);
+  const response = await fetch(path, {headers: key ? {Authorization: "Bearer " + key} : {}});
+  if (response.status === 401) {
+    showKeyForm(key ? "That API key was refused: enter another." : "This server needs an API key.");
+    throw new AuthNeeded();
+  }
+  if (!response.ok) {
+    let detail = response.statusText;
+    try { detail = (await response.json()).detail || detail; } catch (e) { /* not JSON */ }
+    const error = new Error(detail);
+    error.status = response.status;
+    throw error;
+  }
+  return response;
+}
+
+const json = async (path) => (await api(path)).json();
+
+function showKeyForm(text) {
+  document.getElementById("key-form").hidden = false;
+  document.getElementById("key-forget").hidden = true;
+  say(text);
+}
+
+function say(text, isError = false) {
+  const message = document.getElementById("message");
+  message.textContent = text || "";
+  message.hidden = !text;
+  message.classList.toggle("error", isError);
+}
+
+function setupKey(refresh) {
+  const form = document.getElementById("key-form");
+  const forget = document.getElementById("key-forget");
+  forget.hidden = !sessionStorage.getItem(KEY);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const input = document.getElementById("key-input");
+    if (!input.value.trim()) return;
+    sessionStorage.setItem(KEY, input.value.trim());
+    input.value = "";
+    form.hidden = true;
+    forget.hidden = false;
+    say("");
+    refresh();
+  });
+  forget.addEventListener("click", () => {
+    sessionStorage.removeItem(KEY);
+    location.reload();
+  });
+}
+
+// Runs refresh now and every POLL_MS; a new run never overlaps a running one.
+// A failure is shown until the next successful run (notFound: the text for a 404).
+function poll(refresh, notFound) {
+  const status = document.getElementById("poll-status");
+  let running = false;
+  const tick = async () => {
+    if (running) return;
+    running = true;
+    try {
+      await refresh();
+      status.textContent = "updated " + new Date().toLocaleTimeString();
+      if (document.getElementById("message").classList.contains("error")) say("");
+    } catch (error) {
+      if (error instanceof AuthNeeded) return;
+      say(error.status === 404 && notFound ? notFound : error.message, true);
+    } finally {
+      running = false;
+    }
+  };
+  setupKey(tick);
+  tick();
+  setInterval(tick, POLL_MS);
+}
+
+// ---------------------------------------------------------------- formatting
+
+function fmt(v) {
+  if (v === null || v === undefined || Number.isNaN(v)) return "";
+  const a = Math.abs(v);
+  if (a !== 0 && (a >= 1e6 || a < 1e-3)) return v.toExponential(2);
+  return String(Number(v.toPrecision(5)));
+}
+
+function ago(iso) {
+  const seconds = (Date.now() - Date.parse(iso)) / 1000;
+  if (seconds < 60) return Math.max(0, Math.round(seconds)) + " s ago";
+  if (seconds < 3600) return Math.round(seconds / 60) + " min ago";
+  if (seconds < 172800) return Math.round(seconds / 3600) + " h ago";
+  return Math.round(seconds / 86400) + " days ago";
+}
+
+function cell(row, text, className) {
+  const td = row.insertCell();
+  td.textContent = text === null || text === undefined ? "" : String(text);
+  if (className) td.className = className;
+  return td;
+}
+
+// ---------------------------------------------------------------- SVG plots
+
+function niceTicks(lo, hi, count = 5) {
+  const span = hi - lo;
+  const raw = span / count;
+  const step10 = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map((m) => m * step10).find((s) => span / s <= count) || 10 * step10;
+  const ticks = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+    ticks.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+  }
+  return ticks;
+}
+
+function svgEl(parent, tag, attributes, text) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attributes)) el.setAttribute(k, v);
+  if (text !== undefined) el.textContent = text;
+  parent.appendChild(el);
+  return el;
+}
+
+function extent(values, padFraction) {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const v of values) { if (v < lo) lo = v; if (v > hi) hi = v; }
+  if (lo === hi) { const pad = Math.abs(lo) * 0.1 || 1; return [lo - pad, hi + pad]; }
+  const pad = (hi - lo) * padFraction;
+  return [lo - pad, hi + pad];
+}
+
+// One path per series: "line" (one vertex per point), "dots" (M x y h0 per point),
+// "bars" (M x y0 V y per point). Each path carries data-points = its number of points.
+function plot(svg, {x, y, kind, xLabel, yLabel, xFrom0 = false}) {
+  svg.replaceChildren();
+  const W = 480, H = 240, L = 58, R = 14, T = 10, B = 40;
+  if (!x.length) {
+    svgEl(svg, "text", {x: W / 2, y: H / 2, "text-anchor": "middle", class: "empty"}, "no data yet");
+    return;
+  }
+  let [x0, x1] = extent(x, kind === "bars" ? 0.04 : 0.02);
+  let [y0, y1] = extent(y, 0.06);
+  if (xFrom0) x0 = Math.min(x0, 0);
+  if (kind === "bars") { y0 = Math.min(0, y0); y1 = Math.max(0, y1); }
+  const sx = (v) => L + (v - x0) / (x1 - x0) * (W - L - R);
+  const sy = (v) => T + (y1 - v) / (y1 - y0) * (H - T - B);
+  for (const t of niceTicks(y0, y1)) {
+    svgEl(svg, "line", {x1: L, x2: W - R, y1: sy(t), y2: sy(t), class: "grid"});
+    svgEl(svg, "text", {x: L - 6, y: sy(t) + 4, "text-anchor": "end"}, fmt(t));
+  }
+  for (const t of niceTicks(x0, x1, 6)) {
+    svgEl(svg, "line", {x1: sx(t), x2: sx(t), y1: H - B, y2: H - B + 4, class: "axis"});
+    svgEl(svg, "text", {x: sx(t), y: H - B + 16, "text-anchor": "middle"}, fmt(t));
+  }
+  svgEl(svg, "line", {x1: L, x2: L, y1: T, y2: H - B, class: "axis"});
+  svgEl(svg, "line", {x1: L, x2: W - R, y1: H - B, y2: H - B, class: "axis"});
+  svgEl(svg, "text", {x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", class: "label"}, xLabel);
+  svgEl(svg, "text", {x: 12, y: (T + H - B) / 2, "text-anchor": "middle", class: "label",
+                      transform: `rotate(-90 12 ${(T + H - B) / 2})`}, yLabel);
+  const parts = new Array(x.length);
+  const base = sy(Math.max(y0, Math.min(0, y1)));
+  for (let i = 0; i < x.length; i++) {
+    const px = sx(x[i]).toFixed(1), py = sy(y[i]).toFixed(1);
+    if (kind === "line") parts[i] = (i ? "L" : "M") + px + " " + py;
+    else if (kind === "dots") parts[i] = "M" + px + " " + py + "h0";
+    else parts[i] = "M" + px + " " + base.toFixed(1) + "V" + py;
+  }
+  const attributes = {d: parts.join(""), class: "series " + kind, "data-points": x.length};
+  if (kind === "bars") {
+    attributes["stroke-width"] = Math.max(1, Math.min(24, 0.7 * (W - L - R) / (x1 - x0))).toFixed(1);
+  }
+  svgEl(svg, "path", attributes);
+}
+
+// ---------------------------------------------------------------- studies page
+
+function studiesPage() {
+  const table = document.getElementById("studies");
+  const sort = {key: "last_activity", dir: -1};
+  let rows = [];
+  const compare = (a, b) => {
+    const u = a[sort.key], v = b[sort.key];
+    if (u === v) return a.id - b.id;
+    if (u === null || u === undefined) return 1;  // missing values last in both directions
+    if (v === null || v === undefined) return -1;
+    return (u < v ? -1 : 1) * sort.dir;
+  };
+  const render = () => {
+    for (const th of table.tHead.rows[0].cells) {
+      th.setAttribute("aria-sort", th.dataset.sort !== sort.key ? "none"
+        : sort.dir > 0 ? "ascending" : "descending");
+    }
+    const body = table.tBodies[0];
+    body.replaceChildren();
+    for (const s of [...rows].sort(compare)) {
+      const row = body.insertRow();
+      row.dataset.studyId = s.id;
+      const link = document.createElement("a");
+      link.href = "/ui/studies/" + s.id;
+      link.textContent = s.name;
+      row.insertCell().appendChild(link);
+      cell(row, s.strategy + " (" + s.mode + ")");
+      cell(row, s.status);
+      cell(row, s.completed, "num");
+      cell(row, s.failed, "num");
+      cell(row, fmt(s.best_value), "num");
+      cell(row, ago(s.last_activity)).title = s.last_activity;
+    }
+    document.getElementById("studies-empty").hidden = rows.length > 0;
+  };
+  for (const th of table.tHead.rows[0].cells) {
+    th.addEventListener("click", () => {
+      sort.dir = sort.key === th.dataset.sort ? -sort.dir : 1;
+      sort.key = th.dataset.sort;
+      render();
+    });
+  }
+  poll(async () => {
+    rows = (await json("/v1/summaries")).studies;
+    render();
+  });
+}
+
+// ---------------------------------------------------------------- study page
+
+function studyPage(id) {
+  const base = "/v1/studies/" + id;
+  const pages = {status: "", cursors: [-1], index: 0};
+  let study = null;
+  let seen = "";
+
+  const refreshTrials = async () => {
+    const params = new URLSearchParams({after: pages.cursors[pages.index], limit: PAGE_SIZE});
+    if (pages.status) params.set("status", pages.status);
+    const page = await json(base + "/trials?" + params);
+    const body = document.querySelector("#trials tbody");
+    body.replaceChildren();
+    for (const t of page.trials) {
+      const row = body.insertRow();
+      row.dataset.t = t.t;
+      cell(row, t.t, "num");
+      cell(row, t.status);
+      cell(row, fmt(t.value), "num");
+      cell(row, t.batch, "num");
+      cell(row, t.attempt, "num");
+      cell(row, t.worker_id);
+      cell(row, Object.entries(t.parameters).map(([k, v]) =>
+        k + "=" + (typeof v === "number" ? fmt(v) : v)).join(" "), "params");
+      cell(row, t.completed_at ? new Date(t.completed_at).toLocaleString() : "");
+      cell(row, t.error, "error");
+    }
+    pages.cursors[pages.index + 1] = page.next_after;
+    document.getElementById("page-prev").disabled = pages.index === 0;
+    document.getElementById("page-next").disabled = page.next_after === null;
+    const total = pages.status ? study.counts[pages.status] : study.n_trials;
+    const first = pages.index * PAGE_SIZE;
+    document.getElementById("page-info").textContent = page.trials.length
+      ? `page ${pages.index + 1}: trials ${first + 1}-${first + page.trials.length} of ${total}`
+      : `no ${pages.status || ""} trials`.replace("  ", " ");
+  };
+
+  const refreshFailed = async () => {
+    const [failed, abandoned] = await Promise.all(["failed", "abandoned"].map((s) =>
+      json(`${base}/trials?status=${s}&limit=100`)));
+    const trials = [...failed.trials, ...abandoned.trials].sort((a, b) => a.t - b.t);
+    const body = document.querySelector("#failed tbody");
+    body.replaceChildren();
+    for (const t of trials) {
+      const row = body.insertRow();
+      row.dataset.t = t.t;
+      cell(row, t.t, "num");
+      cell(row, t.status);
+      cell(row, t.attempt, "num");
+      cell(row, t.worker_id);
+      cell(row, t.error || "(no reason given)", "error");
+    }
+    const n = study.counts.failed + study.counts.abandoned;
+    document.getElementById("failed-count").textContent =
+      n > trials.length ? `(${n}; the first ${trials.length} shown)` : `(${n})`;
+  };
+
+  const refreshPlots = async () => {
+    const [history, batches] = await Promise.all([json(base + "/history"),
+                                                  json(base + "/batches")]);
+    const n = history.value.length;
+    const evaluations = Array.from({length: n}, (_, i) => i + 1);
+    const best = new Array(n);
+    const better = study.direction === "maximize" ? Math.max : Math.min;
+    for (let i = 0; i < n; i++) best[i] = i ? better(best[i - 1], history.value[i]) : history.value[i];
+    plot(document.getElementById("plot-best"),
+         {x: evaluations, y: best, kind: "line", xLabel: "evaluations", yLabel: "best value"});
+    document.getElementById("figure-regret").hidden = history.optimum === null;
+    if (history.optimum !== null) {
+      document.getElementById("regret-caption").textContent =
+        `simple regret vs evaluations (optimum ${fmt(history.optimum)})`;
+      plot(document.getElementById("plot-regret"),
+           {x: evaluations, y: history.regret, kind: "line", xLabel: "evaluations",
+            yLabel: "regret"});
+    }
+    const longest = n ? history.elapsed[n - 1] : 0;
+    const [unit, scale] = longest > 7200 ? ["h", 3600] : longest > 120 ? ["min", 60] : ["s", 1];
+    plot(document.getElementById("plot-values"),
+         {x: history.elapsed.map((s) => s / scale), y: history.value, kind: "dots",
+          xLabel: `time since the study was created (${unit})`, yLabel: "value", xFrom0: true});
+    const b = batches.batches;
+    plot(document.getElementById("plot-batch-size"),
+         {x: b.map((r) => r.index), y: b.map((r) => r.size), kind: "bars", xLabel: "batch",
+          yLabel: "trials"});
+    plot(document.getElementById("plot-dictionary"),
+         {x: b.map((r) => r.index), y: b.map((r) => r.dictionary_size), kind: "line",
+          xLabel: "batch", yLabel: "dictionary points"});
+    const timed = b.filter((r) => r.open_seconds !== null);
+    plot(document.getElementById("plot-resparsify"),
+         {x: timed.map((r) => r.index), y: timed.map((r) => 1000 * r.open_seconds), kind: "bars",
+          xLabel: "batch", yLabel: "milliseconds"});
+  };
+
+  const showStudy = () => {
+    document.title = study.name + " - bbkb";
+    document.getElementById("study-name").textContent = study.name;
+    document.getElementById("study-status").textContent = study.status;
+    const c = study.counts;
+    const best = study.best ? `best ${fmt(study.best.value)} (trial t=${study.best.t})` : "no result yet";
+    document.getElementById("study-facts").textContent = [
+      `${study.strategy} (${study.mode}), ${study.direction}`,
+      `${study.n_candidates} candidates x ${study.dim}`,
+      `${c.completed} completed, ${c.running} running, ${c.pending} pending, ` +
+        `${c.failed + c.abandoned} failed`,
+      `${study.n_batches} batches, dictionary ${study.dictionary_size}`, best].join(" \u00b7 ");
+    document.getElementById("config").textContent = JSON.stringify(
+      {name: study.name, n_candidates: study.n_candidates, dim: study.dim,
+       parameter_names: study.parameter_names, created_at: study.created_at, ...study.spec},
+      null, 2);
+  };
+
+  const refresh = async () => {
+    study = await json(base);
+    showStudy();
+    const state = JSON.stringify([study.counts, study.n_batches, study.status]);
+    if (state === seen) return;
+    await Promise.all([refreshPlots(), refreshFailed(), refreshTrials()]);
+    seen = state;
+  };
+
+  const filter = document.getElementById("status-filter");
+  filter.addEventListener("change", () => {
+    Object.assign(pages, {status: filter.value, cursors: [-1], index: 0});
+    refreshTrials().catch((e) => say(e.message, true));
+  });
+  document.getElementById("page-next").addEventListener("click", () => {
+    if (pages.cursors[pages.index + 1] === null) return;
+    pages.index += 1;
+    refreshTrials().catch((e) => say(e.message, true));
+  });
+  document.getElementById("page-prev").addEventListener("click", () => {
+    if (pages.index === 0) return;
+    pages.index -= 1;
+    refreshTrials().catch((e) => say(e.message, true));
+  });
+  document.getElementById("csv").addEventListener("click", async () => {
+    try {
+      const blob = await (await api(base + "/export")).blob();
+      const link = document.createElement("a");
+      link.href = URL.createObjectURL(blob);
+      link.download = `study-${id}.csv`;
+      document.body.appendChild(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+    } catch (error) {
+      if (!(error instanceof AuthNeeded)) say(error.message, true);
+    }
+  });
+  poll(refresh, `Study ${id} not found (or it belongs to another owner).`);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const page = document.body.dataset.page;
+  if (page === "studies") studiesPage();
+  else if (page === "study") studyPage(Number(document.body.dataset.studyId));
+});

@@ -1,0 +1,114 @@
+"""The dashboard's JSON views (/v1/summaries, /v1/studies/{id}/history) on both databases."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+from service.api.app import create_app
+from service.auth import create_key
+from service.problems import dataset_problem, get_function
+from service.settings import Settings
+from service.store.database import transaction
+
+from .ui_helpers import candidates, create_study, run_trials
+
+
+@contextlib.contextmanager
+def app_client(database_url: str, tmp: Path, auth: str = "none") -> Iterator[TestClient]:
+    app = create_app(Settings(database_url=database_url, data_dir=tmp, auth=auth))
+    with TestClient(app) as client:
+        yield client
+
+
+def test_history_is_columns_in_completion_order(database_url, tmp_path):
+    with app_client(database_url, tmp_path) as http:
+        sid = create_study(http, engine={"strategy": "uniform", "mode": "async",
+                                         "batch_size": 4, "seed": 0})["id"]
+        assert http.get(f"/v1/studies/{sid}/history").json() == {
+            "t": [], "value": [], "elapsed": [], "optimum": None, "regret": None}
+        done = run_trials(http, sid, 12, fail_every=5)
+        history = http.get(f"/v1/studies/{sid}/history").json()
+        completed = [t for t in done if t["status"] == "completed"]
+        assert len(completed) == 10
+        assert history["t"] == [t["t"] for t in completed]  # answered order, not t order
+        assert history["t"] != sorted(history["t"])
+        assert history["value"] == [t["value"] for t in completed]
+        assert history["elapsed"] == sorted(history["elapsed"]) and history["elapsed"][0] >= 0
+        assert history["optimum"] is None and history["regret"] is None
+
+
+def test_history_regret_of_dataset_arms(database_url, tmp_path):
+    problem = dataset_problem("abalone")
+    with app_client(database_url, tmp_path) as http:
+        sid = create_study(http, candidates=problem.candidates.tolist(),
+                           objective="dataset:abalone?delay=0.05&noise=0.01")["id"]
+        rng = np.random.default_rng(1)
+        done = run_trials(http, sid, 15, value=lambda t: problem.observe(t["candidate"], rng))
+        history = http.get(f"/v1/studies/{sid}/history").json()
+        arms = np.array([t["candidate"] for t in done])
+        f = problem.values
+        assert history["optimum"] == pytest.approx(f.max())
+        expected = f.max() - np.maximum.accumulate(f[arms])  # noiseless, not the observed values
+        np.testing.assert_allclose(history["regret"], expected, rtol=0, atol=1e-12)
+        # the same objective on a candidate set that is not the data set: no regret
+        other = create_study(http, name="not-abalone", objective="dataset:abalone")["id"]
+        run_trials(http, other, 3)
+        assert http.get(f"/v1/studies/{other}/history").json()["regret"] is None
+
+
+def test_history_regret_of_a_test_function_when_minimising(database_url, tmp_path):
+    fn = get_function("branin")
+    box = candidates(200, 2, seed=4) * [15.0, 15.0] + [-5.0, 0.0]
+    with app_client(database_url, tmp_path) as http:
+        sid = create_study(http, candidates=box.tolist(), objective="function:branin",
+                           direction="minimize")["id"]
+        done = run_trials(http, sid, 10, value=lambda t: float(fn(box[t["candidate"]])))
+        history = http.get(f"/v1/studies/{sid}/history").json()
+        f = fn.objective(box)  # what the worker returns (negated branin), minimised here
+        arms = np.array([t["candidate"] for t in done])
+        assert history["optimum"] == pytest.approx(f.min())
+        np.testing.assert_allclose(history["regret"],
+                                   np.minimum.accumulate(f[arms]) - f.min(), atol=1e-9)
+        assert all(r >= 0 for r in history["regret"])
+
+
+def test_summaries_per_owner(database_url, tmp_path):
+    with app_client(database_url, tmp_path, auth="keys") as http:
+        assert http.get("/v1/summaries").status_code == 401
+        with transaction(http.app.state.sessions) as session:
+            alice, bob = create_key(session, "alice"), create_key(session, "bob")
+        as_alice = {"Authorization": f"Bearer {alice}"}
+        as_bob = {"Authorization": f"Bearer {bob}"}
+        http.headers.update(as_alice)
+        up = create_study(http, name="up")["id"]
+        down = create_study(http, name="down", direction="minimize")["id"]
+        empty = create_study(http, name="empty")["id"]
+        run_trials(http, up, 8, fail_every=4)
+        down_trials = run_trials(http, down, 6)
+        http.headers.update(as_bob)
+        assert http.get("/v1/summaries").json() == {"studies": []}
+        assert http.get(f"/v1/studies/{up}/history").status_code == 404
+        http.headers.update(as_alice)
+        rows = {r["id"]: r for r in http.get("/v1/summaries").json()["studies"]}
+        assert set(rows) == {up, down, empty}
+        best_up = http.get(f"/v1/studies/{up}/best").json()["value"]
+        assert (rows[up]["n_trials"], rows[up]["completed"], rows[up]["failed"]) == (8, 6, 2)
+        assert rows[up]["best_value"] == best_up
+        assert rows[down]["best_value"] == min(t["value"] for t in down_trials)
+        assert rows[down]["direction"] == "minimize"
+        assert (rows[empty]["n_trials"], rows[empty]["best_value"]) == (0, None)
+        assert rows[up]["strategy"] == "bbkb" and rows[up]["mode"] == "sync"
+        last = datetime.fromisoformat(rows[down]["last_activity"])  # the last change's time
+        assert last >= datetime.fromisoformat(down_trials[-1]["completed_at"])
+        assert datetime.fromisoformat(rows[empty]["last_activity"]) < last
