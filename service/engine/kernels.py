@@ -46,6 +46,11 @@ class Kernel(ABC):
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, **self.params()}
 
+    def into(self, X: np.ndarray, Y: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """k(X, Y) written into ``out`` (shape (len(X), len(Y))), for hot loops over blocks."""
+        out[...] = self(X, Y)
+        return out
+
     def blocks(
         self, X: np.ndarray, Y: np.ndarray, block_rows: int = DEFAULT_BLOCK_ROWS
     ) -> Iterator[tuple[slice, np.ndarray]]:
@@ -84,6 +89,18 @@ class RBF(Kernel):
         np.exp(K, out=K)
         K *= self.variance
         return K
+
+    def into(self, X: np.ndarray, Y: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """In place: -||x - y||^2 / 2l^2 = x'.y' - |x'|^2/2 - |y'|^2/2 with x' = x / l, no temporary
+        of the output's size (the resparsification's kernel blocks, A x m)."""
+        Xs, Ys = X / self.lengthscale, Y / self.lengthscale
+        np.matmul(Xs, Ys.T, out=out)
+        out -= 0.5 * np.einsum("ij,ij->i", Xs, Xs)[:, None]
+        out -= 0.5 * np.einsum("ij,ij->i", Ys, Ys)[None, :]
+        np.minimum(out, 0.0, out=out)  # the clip of the squared distance at 0
+        np.exp(out, out=out)
+        out *= self.variance
+        return out
 
     def diag(self, X: np.ndarray) -> np.ndarray:
         return np.full(len(X), self.variance)

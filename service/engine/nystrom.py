@@ -7,8 +7,10 @@ At batch start (ENGINE.md, "Posterior"), with dictionary S and embedding z(x):
     mu(x)      = z(x)^T V_obs^-1 b
     sigma2(x)  = (k(x, x) - ||z(x)||^2) / lam + z(x)^T V_all^-1 z(x)
 
-Candidates are stored in the coordinates whitened by V_all = L L^T, z'(x) = L^-1 z(x), so that
-sigma2 = resid / lam + ||z'||^2 and, inside a batch, V_t = L G L^T with G = I + sum z'_s z'_s^T:
+Candidates are stored in the coordinates whitened by V_all = Q diag(v) Q^T (eigh, v >= lam),
+z'(x) = diag(v)^-1/2 Q^T z(x) = P^T k_S(x) with P = T Q diag(v)^-1/2, so that one matrix product
+per block of candidates embeds and whitens at once, sigma2 = resid / lam + ||z'||^2 and
+||z||^2 = sum_j v_j z'_j^2. Inside a batch V_t = Q v^1/2 G v^1/2 Q^T with G = I + sum z'_s z'_s^T:
 each batch step is a rank-one (Sherman-Morrison) update of G^-1, O(m^2) (BBKB Appendix A.3).
 """
 
@@ -75,6 +77,10 @@ class NystromPosterior:
     dictionary : (m,) candidate indices of the inducing points.
     pulled_arms, pulled_counts : distinct arms in V_all and their multiplicities n_a.
     observed_arms, observed_counts, observed_sums : distinct observed arms, counts, sums of y.
+
+    The construction is one pass over the candidates in blocks of ``block_rows``: kernel block
+    (written in place), one GEMM into the stored z', then the norms and the mean while the block is
+    in cache. Its cost is 2 A m m' flops for the GEMM plus the kernel block (BBKB Appendix A.3).
     """
 
     def __init__(self, kernel: Kernel, candidates: np.ndarray, dictionary: np.ndarray, *,
@@ -85,26 +91,31 @@ class NystromPosterior:
         self.dictionary = np.asarray(dictionary, dtype=np.int64)
         self.embedding = Embedding(kernel, candidates[self.dictionary])
         embed = self.embedding
-        L = _cholesky(_gram(embed(candidates[pulled_arms]), pulled_counts.astype(float), lam),
-                      "V_all")
+        V = _gram(embed(candidates[pulled_arms]), pulled_counts.astype(float), lam)
+        v, Q = linalg.eigh(V)  # V_all >= lam I, so every eigenvalue is >= lam > 0
         Zo = embed(candidates[observed_arms])
         Lo = _cholesky(_gram(Zo, observed_counts.astype(float), lam), "V_obs")
-        w = linalg.cho_solve((Lo, True), Zo.T @ observed_sums)
-        self._chol = L
-        A, dim = len(candidates), embed.dim
-        self.whitened = np.empty((A, dim))  # z'(x) = L^-1 z(x), row by row
+        w = linalg.cho_solve((Lo, True), Zo.T @ observed_sums)  # mu(x) = z(x)^T w
+        project = (embed.transform @ Q) / np.sqrt(v)  # z'(x) = project^T k_S(x)
+        self._scale = v  # z = Q v^1/2 z': ||z||^2 = sum v z'^2, L L^T of before = diag(v)
+        A, dim, points = len(candidates), embed.dim, embed.points
+        self.whitened = np.empty((A, dim))
         self.residual = np.empty(A)  # k(x, x) - ||z(x)||^2, clipped at 0
+        self.variance_start = np.empty(A)
+        self.mean = np.empty(A)
+        norm_weights = np.stack([np.ones(dim), v], axis=1)  # ||z'||^2 and ||z||^2 in one GEMM
+        shift = np.sqrt(v) * (Q.T @ w)  # mu = z'^T shift
+        rows_max = min(block_rows, A)
+        k_block, squares, norms = (np.empty((rows_max, len(points))), np.empty((rows_max, dim)),
+                                   np.empty((rows_max, 2)))
         for start in range(0, A, block_rows):
-            rows = slice(start, min(start + block_rows, A))
-            Z = embed(candidates[rows])
-            self.residual[rows] = kernel.diag(candidates[rows]) - np.einsum("ij,ij->i", Z, Z)
-            if dim:
-                self.whitened[rows] = linalg.solve_triangular(L, Z.T, lower=True,
-                                                              check_finite=False).T
-        np.maximum(self.residual, 0.0, out=self.residual)
-        self.variance_start = self.residual / lam + np.einsum("ij,ij->i", self.whitened,
-                                                              self.whitened)
-        self.mean = self.whitened @ (L.T @ w)
+            rows, n = slice(start, min(start + block_rows, A)), min(block_rows, A - start)
+            X = candidates[rows]
+            Zb = np.matmul(kernel.into(X, points, k_block[:n]), project, out=self.whitened[rows])
+            np.matmul(np.multiply(Zb, Zb, out=squares[:n]), norm_weights, out=norms[:n])
+            np.maximum(kernel.diag(X) - norms[:n, 1], 0.0, out=self.residual[rows])
+            np.add(self.residual[rows] / lam, norms[:n, 0], out=self.variance_start[rows])
+            np.matmul(Zb, shift, out=self.mean[rows])
         self._ginv = np.eye(dim)
         self._kernel, self._candidates = kernel, candidates
 
@@ -124,9 +135,10 @@ class NystromPosterior:
         self._ginv -= np.outer(u, u) / (1.0 + z @ u)
 
     def covariance_start(self, arm: int) -> np.ndarray:
-        """k~_start(x, x_arm) for every candidate x (BBKB Lemma 3), shape (A,)."""
+        """k~_start(x, x_arm) for every candidate x (BBKB Lemma 3), shape (A,).
+
+        (k(x, x_j) - z^T z_j) / lam + z^T V_all^-1 z_j = k / lam + z'^T (z'_j - v z'_j / lam).
+        """
         zj = self.whitened[arm]
-        L = self._chol
         k_col = self._kernel(self._candidates, self._candidates[arm : arm + 1])[:, 0]
-        direction = zj - (L.T @ (L @ zj)) / self.lam
-        return k_col / self.lam + self.whitened @ direction
+        return k_col / self.lam + self.whitened @ (zj - self._scale * zj / self.lam)

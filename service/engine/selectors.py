@@ -3,7 +3,8 @@
 :class:`LazyUCB` implements BBKB Appendix A.3: inside a batch the mean is frozen and variances only
 shrink, so every UCB can only decrease; stale values are upper bounds, and only the top stale
 entries need recomputing until the best fresh value beats every remaining stale bound. The result
-equals the full argmax (ties to the lowest index) while touching few arms.
+equals the full argmax (ties to the lowest index) while touching few arms, in time independent of
+the number of candidates A after one sort per batch.
 """
 
 from __future__ import annotations
@@ -20,13 +21,22 @@ class Selector(Protocol):
 
 
 class LazyUCB:
-    """argmax_x mu(x) + width * sigma~(x), refreshed lazily (BBKB Alg. 1 lines 4, 7-8)."""
+    """argmax_x mu(x) + width * sigma~(x), refreshed lazily (BBKB Alg. 1 lines 4, 7-8).
+
+    Arms never refreshed in this batch keep their start-of-batch bound, so one argsort at batch
+    start orders them for the whole batch; a step refreshes the best few of them and of the arms
+    refreshed before, O(k + refreshed so far) instead of O(A). Ties go to the lowest index, as
+    ``np.argmax`` of the exact UCBs would.
+    """
 
     first_block = 8
 
     def start(self, posterior, width: float) -> None:  # type: ignore[no-untyped-def]
         self.posterior, self.width = posterior, width
         self.bound = posterior.mean + width * np.sqrt(posterior.variance_start)
+        self.order = np.argsort(-self.bound, kind="stable")  # best first, ties by index
+        self.next = 0  # self.order[self.next:] still hold their start-of-batch bound
+        self.touched = np.zeros(0, dtype=np.int64)  # arms refreshed at least once
         self.refreshed = 0  # number of UCBs recomputed in this batch (diagnostics)
 
     def ucb(self, idx: np.ndarray) -> np.ndarray:
@@ -35,14 +45,25 @@ class LazyUCB:
         return self.posterior.mean[idx] + self.width * np.sqrt(var)
 
     def select(self, rng: np.random.Generator) -> int:
-        A = len(self.bound)
-        k = min(self.first_block, A)
+        k, A = self.first_block, len(self.bound)
         while True:
-            top = np.argpartition(-self.bound, k - 1)[:k] if k < A else np.arange(A)
+            fresh = self.order[self.next : self.next + k]
+            self.next += len(fresh)
+            old = self.touched
+            if len(old) > k:
+                old = old[np.argpartition(-self.bound[old], k - 1)[:k]]
+            top = np.concatenate([old, fresh])
             self.bound[top] = self.ucb(top)
             self.refreshed += len(top)
-            best = int(np.argmax(self.bound))
-            if k == A or np.any(top == best):
+            self.touched = np.concatenate([self.touched, fresh])
+            bounds = self.bound[self.touched]
+            best = int(self.touched[bounds == bounds.max()].min())
+            if self.next < A:  # the best remaining start-of-batch bound, lowest index on ties
+                rival = int(self.order[self.next])
+                if (self.bound[rival], -rival) > (self.bound[best], -best):
+                    k = min(4 * k, A)
+                    continue
+            if np.any(top == best):
                 return best
             k = min(4 * k, A)
 

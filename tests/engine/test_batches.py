@@ -168,3 +168,33 @@ def test_a_large_import_mid_run_keeps_the_dictionary_small():
         strategy.observe(int(arm), f[arm])
     run(strategy, f, 10, rng)
     assert len(strategy.dictionary) < max(4 * before, 100) < 2000
+
+
+class _ShrinkingPosterior:
+    """Frozen mean, variances that only shrink step after step (the in-batch situation)."""
+
+    def __init__(self, mean: np.ndarray, variance: np.ndarray) -> None:
+        self.mean, self.variance_start = mean, variance
+        self.current = variance.copy()
+
+    def variance(self, idx: np.ndarray) -> np.ndarray:
+        return self.current[idx]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lazy_argmax_breaks_ties_to_the_lowest_index_like_argmax(seed):
+    """Groups of arms whose variances shrink by exact factors of 4 collide with other groups, so
+    exact ties between arms refreshed at different times are common."""
+    rng = np.random.default_rng(seed)
+    A = 3000
+    group = rng.integers(0, 4, size=A)
+    posterior = _ShrinkingPosterior(np.zeros(A), 4.0 ** group)
+    selector = LazyUCB()
+    selector.start(posterior, width=0.7)
+    for _ in range(60):
+        full = posterior.mean + 0.7 * np.sqrt(posterior.current)
+        assert selector.select(rng) == int(np.argmax(full))
+        shrunk = group == rng.integers(0, 4)
+        posterior.current = np.where(shrunk & (rng.random(A) < 0.5), posterior.current / 4.0,
+                                     posterior.current)
+    assert selector.refreshed < 60 * A / 4

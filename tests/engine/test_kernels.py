@@ -52,3 +52,14 @@ def test_make_kernel_round_trip():
     kernel = Matern52(lengthscale=2.5, variance=0.3)
     assert make_kernel(kernel.to_dict()) == kernel
     assert make_kernel({"name": "gaussian", "lengthscale": 2.0}) == RBF(lengthscale=2.0)
+
+
+@pytest.mark.parametrize("spec", [{"name": "rbf", "lengthscale": 0.7, "variance": 2.0},
+                                  {"name": "matern52", "lengthscale": 1.3}, {"name": "linear"}])
+def test_kernel_into_a_buffer_equals_the_kernel_matrix(spec):
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(50, 4)), rng.normal(size=(7, 4))
+    kernel = make_kernel(spec)
+    out = np.full((50, 7), np.nan)
+    assert kernel.into(X, Y, out) is out
+    np.testing.assert_allclose(out, kernel(X, Y), rtol=1e-12, atol=1e-14)
