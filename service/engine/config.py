@@ -7,19 +7,28 @@ is F, ``batch_threshold`` is C~ (BBKB) or C (GP-BUCB), ``oversampling`` is q-bar
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 from .errors import ConfigError
 from .kernels import DEFAULT_BLOCK_ROWS, Kernel, make_kernel
+from .normalize import NORMALIZERS
 
-StrategyName = Literal["bbkb", "bkb", "gp-ucb", "gp-bucb", "uniform", "epsilon-greedy", "thompson"]
+StrategyName = Literal["bbkb", "bkb", "gp-ucb", "gp-bucb", "uniform", "epsilon-greedy", "thompson",
+                       "gssbo", "go-ucb"]
 STRATEGIES: tuple[str, ...] = ("bbkb", "bkb", "gp-ucb", "gp-bucb", "uniform", "epsilon-greedy",
-                               "thompson")
+                               "thompson", "gssbo", "go-ucb")
+#: How GSSBO / GO-UCB close their batches; GSSBO buffer selection rules (gssbo.py).
+BATCH_RULES: tuple[str, ...] = ("sequential", "fixed", "product")
+GSSBO_SELECTIONS: tuple[str, ...] = ("gradient", "column", "scalar", "random")
 #: Stopping rules of BBKB: "global" (Lemma 1), "local" (Lemma 3, the paper's GlobalLocal-BBKB),
 #: "combined" (Lemma 1 until it fires, then Lemma 3, Section 4).
 STOPPING_RULES: tuple[str, ...] = ("global", "local", "combined")
 MODES: tuple[str, ...] = ("sync", "async")
+#: "auto": lengthscale from the candidates, then refit by marginal likelihood at batch openings
+#: (hyperparameters.py); "fixed": the kernel as given.
+HYPERPARAMETERS: tuple[str, ...] = ("auto", "fixed")
+_TUNABLE_KERNELS = ("rbf", "matern52")
 
 
 @dataclass(frozen=True)
@@ -27,7 +36,7 @@ class EngineConfig:
     """Everything that determines a strategy's proposals, given candidates and history."""
 
     strategy: str = "bbkb"
-    kernel: Kernel = field(default_factory=make_kernel)
+    kernel: Kernel = None  # type: ignore[assignment]  # None: RBF, lengthscale chosen (auto)
     lam: float = 1.0
     noise: float = 0.01
     rkhs_bound: float = 1.0
@@ -43,9 +52,28 @@ class EngineConfig:
     epsilon: float = 0.1
     seed: int = 0
     block_rows: int = DEFAULT_BLOCK_ROWS
+    #: GSSBO (gssbo.py) and GO-UCB (goucb.py). Their batches (neither paper has any):
+    #: "sequential", "fixed" (batch_size) or "product" (GP-BUCB's rule with batch_threshold).
+    batch_rule: str = "sequential"
+    gssbo_initial: int = 20  # n0, the initial design, always kept in the buffer
+    gssbo_buffer: int | None = 100  # M; None: every observation (GP-UCB), or the time rule
+    gssbo_selection: str = "gradient"  # gssbo.SELECTIONS ("random" is the paper's RSSBO)
+    gssbo_gradient_noise: float = 0.1  # sd of the perturbation of the normalised gradients
+    gssbo_time_factor: float | None = None  # Z of the paper's time rule (breaks exact replay)
+    horizon: int = 1000  # T: GO-UCB's Phase I has ceil(sqrt(T)) points, lam sqrt(T) log^2 T
+    goucb_hidden: int = 25
+    goucb_beta: float = 1.0  # beta of the UCB width sqrt(beta) ||g||_{Sigma^-1} (see goucb.py)
+    goucb_lam: float | None = None  # None: the paper's sqrt(T) log^2 T
+    fit_restarts: int = 2  # seeded restarts of the GSSBO likelihood and GO-UCB Phase I fits
+    #: None: "fixed" if the kernel's lengthscale is given, else "auto" (HYPERPARAMETERS).
+    hyperparameters: str | None = None
+    #: Candidate scaling (normalize.py); None: "zscore" under "auto", "none" under "fixed".
+    normalize: str | None = None
+    #: Under "auto": one lengthscale per dimension (ARD) instead of one for all.
+    ard: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kernel", make_kernel(self.kernel))
+        self._resolve_hyperparameters()
         _choice("strategy", self.strategy, STRATEGIES)
         _choice("stopping_rule", self.stopping_rule, STOPPING_RULES)
         _choice("mode", self.mode, MODES)
@@ -62,13 +90,66 @@ class EngineConfig:
         _integer("max_init_points", self.max_init_points, low=1)
         _integer("block_rows", self.block_rows, low=1)
         _integer("seed", self.seed, low=0)
+        self._validate_literature()
         if self.min_parallelism is not None:
             _integer("min_parallelism", self.min_parallelism, low=1)
 
+    def _resolve_hyperparameters(self) -> None:
+        """Kernel, hyperparameters and normalize defaults (explicit values in to_dict)."""
+        spec = self.kernel
+        if isinstance(spec, dict) and spec.get("lengthscale") == "auto":
+            spec = {k: v for k, v in spec.items() if k != "lengthscale"}
+            if self.hyperparameters is None:
+                object.__setattr__(self, "hyperparameters", "auto")
+        given = isinstance(spec, Kernel) or (isinstance(spec, dict) and "lengthscale" in spec)
+        kernel = make_kernel(spec)
+        object.__setattr__(self, "kernel", kernel)
+        tunable = kernel.name in _TUNABLE_KERNELS
+        mode = self.hyperparameters or ("auto" if tunable and not given else "fixed")
+        _choice("hyperparameters", mode, HYPERPARAMETERS)
+        if mode == "auto" and not tunable:
+            raise ConfigError(f"hyperparameters 'auto' needs a kernel with a lengthscale "
+                              f"({list(_TUNABLE_KERNELS)}), got {kernel.name!r}",
+                              field="hyperparameters")
+        if mode == "auto" and isinstance(spec, dict) and "lengthscale" in spec:
+            raise ConfigError("the lengthscale is chosen by the engine under hyperparameters "
+                              "'auto': drop it, or set hyperparameters 'fixed'",
+                              field="kernel.lengthscale")
+        if not isinstance(self.ard, bool) or (self.ard and mode != "auto"):
+            raise ConfigError("ard must be a boolean, and true only with hyperparameters 'auto'",
+                              field="ard")
+        object.__setattr__(self, "hyperparameters", mode)
+        normalize = self.normalize or ("zscore" if mode == "auto" else "none")
+        _choice("normalize", normalize, NORMALIZERS)
+        object.__setattr__(self, "normalize", normalize)
+
+    def _validate_literature(self) -> None:
+        """The GSSBO / GO-UCB parameters (checked whatever the strategy: clear errors early)."""
+        _choice("batch_rule", self.batch_rule, BATCH_RULES)
+        _integer("gssbo_initial", self.gssbo_initial, low=1)
+        if self.gssbo_buffer is not None:
+            _integer("gssbo_buffer", self.gssbo_buffer, low=self.gssbo_initial + 1)
+        _choice("gssbo_selection", self.gssbo_selection, GSSBO_SELECTIONS)
+        _number("gssbo_gradient_noise", self.gssbo_gradient_noise, low=0.0, inclusive=True)
+        if self.gssbo_time_factor is not None:
+            _number("gssbo_time_factor", self.gssbo_time_factor, low=1.0)
+            if self.gssbo_buffer is not None:
+                raise ConfigError("gssbo_time_factor sets the buffer size itself: set "
+                                  "gssbo_buffer to null to use it", field="gssbo_time_factor")
+        _integer("horizon", self.horizon, low=4)
+        _integer("goucb_hidden", self.goucb_hidden, low=1)
+        _number("goucb_beta", self.goucb_beta, low=0.0, inclusive=True)
+        if self.goucb_lam is not None:
+            _number("goucb_lam", self.goucb_lam, low=0.0)
+        _integer("fit_restarts", self.fit_restarts, low=0)
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able dictionary (the kernel as its parameter dictionary)."""
+        """Plain JSON-able dictionary (the kernel as its parameter dictionary; under
+        hyperparameters 'auto' without its lengthscale, which the engine chooses)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["kernel"] = self.kernel.to_dict()
+        if self.hyperparameters == "auto":
+            out["kernel"].pop("lengthscale", None)
         return out
 
     @classmethod

@@ -294,3 +294,47 @@ def fit(X: np.ndarray, y: np.ndarray, *, prior: Prior, rng: np.random.Generator,
     theta = np.array(best.x)
     theta[-2:] += 2.0 * math.log(scale)
     return FitResult(Hyperparameters.from_theta(theta), -float(best.fun), len(y), evaluations)
+
+
+#: Refit schedule: at a batch opening once at least this many observations are folded in and
+#: their number has grown by REFIT_GROWTH since the last fit (about log2(T / 10) fits in all).
+REFIT_MIN_OBSERVATIONS = 10
+REFIT_GROWTH = 2.0
+
+
+def refit_due(fitted_at: int, n_observed: int) -> bool:
+    """Whether a batch opening with ``n_observed`` observations refits (last fit at fitted_at)."""
+    return n_observed >= max(REFIT_MIN_OBSERVATIONS, REFIT_GROWTH * fitted_at)
+
+
+@dataclass(frozen=True)
+class KernelState:
+    """The hyper-parameters one batch uses; persisted with the batch so a restore installs them.
+
+    ``lengthscale``: 1 value (isotropic) or d (ARD), in the engine's (normalised) units;
+    ``lam``: the regulariser; ``variance`` and ``noise``: the last fit's signal and noise variance
+    in the units of the values (None before the first fit); ``fitted_at``: observations used by
+    the last fit (0 before it).
+    """
+
+    lengthscale: tuple[float, ...]
+    lam: float
+    variance: float | None = None
+    noise: float | None = None
+    fitted_at: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {"lengthscale": list(self.lengthscale), "lam": self.lam,
+                "variance": self.variance, "noise": self.noise, "fitted_at": self.fitted_at}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> KernelState:
+        try:
+            return cls(tuple(float(v) for v in data["lengthscale"]),  # type: ignore[union-attr]
+                       float(data["lam"]),  # type: ignore[arg-type]
+                       None if data.get("variance") is None else float(data["variance"]),
+                       None if data.get("noise") is None else float(data["noise"]),
+                       int(data.get("fitted_at", 0)))  # type: ignore[call-overload]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"malformed stored hyper-parameters {data!r}: {exc}",
+                              field="hyperparameters") from exc

@@ -29,14 +29,21 @@ from .config import EngineConfig
 from .dictionary import resparsify, uncertainty_sampling, warm_start_dictionary
 from .errors import CandidateError, SelectionError
 from .exact import ExactPosterior
+from .goucb import GOUCBModel
+from .gssbo import GSSBOModel, ucb_beta
+from .hyperparameters import Hyperparameters, KernelState, Prior, fit, median_distance, refit_due
+from .kernels import Kernel, make_kernel
+from .normalize import choose_scaling
 from .nystrom import NystromPosterior
 from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Records, Selection
 from .rules import CombinedRule, FixedSizeRule, GlobalRule, LocalRule, ProductRule, StoppingRule
 from .selectors import Design, EpsilonGreedy, LazyUCB, Selector, Thompson, Uniform
 
-STREAM_SELECT, STREAM_DICTIONARY, STREAM_DESIGN = 0, 1, 2
+STREAM_SELECT, STREAM_DICTIONARY, STREAM_DESIGN, STREAM_HYPER = 0, 1, 2, 3
 _EXACT = ("gp-ucb", "gp-bucb")
-_NO_DICTIONARY = ("uniform",) + _EXACT
+_LITERATURE = ("gssbo", "go-ucb")  # their own models (gssbo.py, goucb.py)
+_NO_DICTIONARY = ("uniform",) + _EXACT + _LITERATURE
+STREAM_LITERATURE = 4
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class BatchInfo:
     stop_reason: str | None = None
     dictionary: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), compare=False,
                                    repr=False)
+    hyperparameters: dict[str, Any] | None = field(default=None, compare=False)  # KernelState
 
 
 @dataclass
@@ -62,6 +70,7 @@ class EngineState:
     batch_start: int
     dictionary: np.ndarray
     records: dict[str, np.ndarray] = field(default_factory=dict)
+    hyperparameters: dict[str, Any] | None = None  # the batch's KernelState; None: initial
 
 
 def as_candidates(candidates: Any) -> np.ndarray:
@@ -110,8 +119,11 @@ class Strategy:
         self._dictionary = np.zeros(0, dtype=np.int64)
         self._closed = True
         self._posterior: Any = None
-        self._exact = (ExactPosterior(config.kernel, self.candidates, config.lam)
-                       if config.strategy in _EXACT else None)
+        self._exact: ExactPosterior | None = None
+        self._normalized = choose_scaling(self.candidates, config.normalize).apply(
+            self.candidates)
+        self._install_kernel(self._initial_kernel_state())
+        self._literature = self._literature_model()
         self.batches: list[BatchInfo] = []
         self.replay_mismatches = 0
 
@@ -211,8 +223,7 @@ class Strategy:
         if self._posterior is not None:
             var = float(self._posterior.variance_start[arm])
         else:
-            var = float(self.config.kernel.diag(self.candidates[arm : arm + 1])[0]
-                        / self.config.lam)
+            var = float(self._kernel.diag(self._X[arm : arm + 1])[0] / self._lam)
         batch = max(self._batch, 0)
         t = self._records.append(arm=int(arm), batch=batch, kind=IMPORTED, status=OBSERVED,
                                  value=value, folded=-1, var_start=var)
@@ -221,13 +232,18 @@ class Strategy:
     def predict(self) -> tuple[np.ndarray, np.ndarray]:
         """Frozen mean and start-of-batch sigma~^2 of every candidate, shape (A,) each."""
         if self._posterior is None:
-            prior = self.config.kernel.diag(self.candidates) / self.config.lam
+            prior = self._kernel.diag(self._X) / self._lam
             return np.zeros(self.n_arms), prior
         return self._posterior.mean.copy(), self._posterior.variance_start.copy()
 
+    @property
+    def hyperparameters(self) -> KernelState:
+        """The kernel hyper-parameters of the current batch (fixed inside a batch)."""
+        return self._hyper
+
     def state(self) -> EngineState:
         return EngineState(self._batch, self._batch_start, self._dictionary.copy(),
-                           self._records.columns())
+                           self._records.columns(), self._hyper.to_dict())
 
     @classmethod
     def restore(cls, candidates: Any, config: EngineConfig | dict[str, Any],
@@ -244,6 +260,8 @@ class Strategy:
         if not 0 <= state.batch_start <= len(records):
             raise SelectionError(f"batch_start {state.batch_start} outside the history",
                                  field="batch_start")
+        if state.hyperparameters is not None:  # install, never refit: restarts stay exact
+            strategy._install_kernel(KernelState.from_dict(state.hyperparameters))
         strategy._install_batch(state.batch, state.batch_start,
                                 np.asarray(state.dictionary, dtype=np.int64), float("nan"))
         for t in range(state.batch_start, len(records)):
@@ -279,6 +297,7 @@ class Strategy:
         resolved = records.unfolded_resolved()
         records.folded[resolved] = b  # the outcomes that arrived enter the model now
         dictionary = self._sample_dictionary(b, start)
+        self._install_kernel(self._refit(b, start, dictionary))  # batch boundaries only
         # the old batch is no longer needed: free its A x m' arrays before building the new ones
         # (halves peak memory: 8.6 -> ~4.4 GB at A = 10^6, m = 512)
         self._posterior = self._selector = self._rule = None
@@ -307,7 +326,7 @@ class Strategy:
         records = self._records
         imported_now = np.any((records.kind[:start] == IMPORTED) & (records.folded[:start] == b))
         if self._posterior is None or imported_now:  # existing data: leverage-score sampling
-            return warm_start_dictionary(cfg.kernel, self.candidates, arms, counts, lam=cfg.lam,
+            return warm_start_dictionary(self._kernel, self._X, arms, counts, lam=self._lam,
                                          oversampling=cfg.oversampling, rng=rng,
                                          block_rows=cfg.block_rows)
         return resparsify(arms, counts, self._posterior.variance_start, cfg.oversampling, rng)
@@ -324,10 +343,13 @@ class Strategy:
         seconds = time.perf_counter() - started if math.isfinite(started) else math.nan
         self.batches.append(BatchInfo(b, start, len(dictionary),
                                       getattr(self._posterior, "dim", 0), seconds,
-                                      dictionary=dictionary))
+                                      dictionary=dictionary,
+                                      hyperparameters=self._hyper.to_dict()))
 
     def _build_posterior(self, pulled: np.ndarray, observed: np.ndarray) -> Any:
         cfg = self.config
+        if cfg.strategy in _LITERATURE:
+            return self._literature_posterior(pulled, observed)
         if self._exact is not None:
             n = len(pulled)
             self._exact.reset_to(self._records.arm[:n][pulled].tolist())
@@ -336,14 +358,73 @@ class Strategy:
             return self._exact
         arms, counts, _ = self._counts(pulled)
         obs_arms, obs_counts, obs_sums = self._counts(observed)
-        return NystromPosterior(cfg.kernel, self.candidates, self._dictionary, lam=cfg.lam,
+        return NystromPosterior(self._kernel, self._X, self._dictionary, lam=self._lam,
                                 pulled_arms=arms, pulled_counts=counts, observed_arms=obs_arms,
                                 observed_counts=obs_counts, observed_sums=obs_sums,
                                 block_rows=cfg.block_rows)
 
+    # ------------------------------------------------------------------ hyper-parameters
+    def _initial_kernel_state(self) -> KernelState:
+        """The config's kernel ("fixed"), else the median-distance lengthscale ("auto")."""
+        cfg = self.config
+        if cfg.hyperparameters == "fixed":
+            lengthscale = cfg.kernel.params().get("lengthscale")
+            return KernelState(() if lengthscale is None else (lengthscale,), cfg.lam)
+        return KernelState((self._prior_lengthscale(),), cfg.lam)
+
+    def _prior_lengthscale(self) -> float:
+        """Median pairwise distance of a seeded subsample of the normalised candidates."""
+        return median_distance(self._normalized, self._rng(STREAM_HYPER, 0))
+
+    def _install_kernel(self, state: KernelState) -> None:
+        """Kernel, lam and engine view of the candidates for ``state`` (ARD: columns rescaled
+        by l_mean / l_j, kernel lengthscale l_mean = geometric mean)."""
+        cfg, previous = self.config, getattr(self, "_hyper", None)
+        self._hyper, self._lam = state, state.lam
+        kernel: Kernel = cfg.kernel
+        self._X = self._normalized
+        if cfg.hyperparameters == "auto":
+            lengthscales = np.asarray(state.lengthscale)
+            common = float(np.exp(np.mean(np.log(lengthscales))))
+            kernel = make_kernel({**cfg.kernel.to_dict(), "lengthscale": common})
+            if len(lengthscales) > 1:
+                self._X = np.ascontiguousarray(self._normalized * (common / lengthscales))
+        self._kernel = kernel
+        changed = previous is None or (previous.lengthscale, previous.lam) != (
+            state.lengthscale, state.lam)
+        if cfg.strategy in _EXACT and (self._exact is None or changed):
+            self._exact = ExactPosterior(kernel, self._X, state.lam)
+
+    def _refit(self, b: int, start: int, dictionary: np.ndarray) -> KernelState:
+        """Batch b's hyper-parameters: refit by marginal likelihood when the schedule says so.
+
+        Titsias' bound with the new dictionary (exact likelihood for GP-UCB / GP-BUCB) on the
+        observations folded in at this opening, from the last fit's values.
+        """
+        cfg, current = self.config, self._hyper
+        if cfg.hyperparameters == "fixed" or cfg.strategy in ("uniform", *_LITERATURE):
+            return current
+        observed = self._masks(start, b)[1]
+        n = int(np.count_nonzero(observed))
+        if not refit_due(current.fitted_at, n):
+            return current
+        arms = self._records.arm[:start][observed]
+        values = self._records.value[:start][observed]
+        exact = cfg.strategy in _EXACT or len(dictionary) == 0
+        last = None
+        if current.variance is not None and current.noise is not None:
+            last = Hyperparameters(current.lengthscale, current.variance, current.noise)
+        result = fit(self._normalized[arms], values, prior=Prior(self._prior_lengthscale()),
+                     rng=self._rng(STREAM_HYPER, b + 1), kernel=cfg.kernel.name, ard=cfg.ard,
+                     inducing=None if exact else self._normalized[dictionary], start=last,
+                     restarts=2 if last is None else 0, max_points=500 if exact else 2000)
+        fitted = result.hyperparameters
+        return KernelState(fitted.lengthscale, cfg.lam, fitted.variance, fitted.noise, n)
+
     def _components(self, b: int, start: int) -> tuple[Selector, StoppingRule]:
         cfg = self.config
-        if b == 0 and start == 0 and cfg.strategy != "uniform":
+        if b == 0 and (start == 0 or cfg.strategy in _LITERATURE) \
+                and cfg.strategy != "uniform":
             design = self._initial_design()
             return Design(design), FixedSizeRule(len(design), "initial")
         batched = {"global": GlobalRule, "local": LocalRule, "combined": CombinedRule}
@@ -355,15 +436,19 @@ class Strategy:
             "thompson": (Thompson(), FixedSizeRule(cfg.batch_size)),
             "epsilon-greedy": (EpsilonGreedy(cfg.epsilon), FixedSizeRule(cfg.batch_size)),
             "uniform": (Uniform(), FixedSizeRule(cfg.batch_size)),
+            "gssbo": (LazyUCB(), self._literature_rule()),
+            "go-ucb": (LazyUCB(), self._literature_rule()),
         }
         return table[cfg.strategy]
 
     def _initial_design(self) -> list[int]:
         """Uncertainty sampling for a minimum parallelism P (Alg. 3), else one uniform arm."""
         cfg = self.config
+        if cfg.strategy in _LITERATURE:
+            return self._literature_design()
         design: list[int] = []
         if cfg.min_parallelism is not None:
-            design = uncertainty_sampling(cfg.kernel, self.candidates, lam=cfg.lam,
+            design = uncertainty_sampling(self._kernel, self._X, lam=self._lam,
                                           min_parallelism=cfg.min_parallelism,
                                           max_points=cfg.max_init_points)
         return design or [int(self._rng(STREAM_DESIGN, 0).integers(self.n_arms))]
@@ -371,11 +456,75 @@ class Strategy:
     def _width(self, observed: np.ndarray) -> float:
         """alpha = explore * C * beta, beta of BBKB Theorem 2 over the folded observations."""
         cfg = self.config
+        if cfg.strategy in _LITERATURE:
+            return self._literature_width(observed)
         inflation = 1.0 if self._exact is not None else 3.0  # Lemma 2's factor 3 for Nystrom
         var = self._records.var_start[: len(observed)][observed]
         info_gain = float(np.sum(np.log1p(inflation * var)))
         beta = (2.0 * cfg.noise * math.sqrt(info_gain + math.log(1.0 / cfg.delta))
-                + (1.0 + math.sqrt(2.0)) * math.sqrt(cfg.lam) * cfg.rkhs_bound)
+                + (1.0 + math.sqrt(2.0)) * math.sqrt(self._lam) * cfg.rkhs_bound)
         multiplier = {"bbkb": cfg.batch_threshold, "gp-bucb": cfg.batch_threshold,
                       "thompson": 0.1}.get(cfg.strategy, 1.0)
         return cfg.explore * multiplier * beta
+
+    # ------------------------------------------------------------------ GSSBO and GO-UCB
+    def _literature_model(self) -> GSSBOModel | GOUCBModel | None:
+        cfg = self.config
+        if cfg.strategy == "gssbo":
+            return GSSBOModel(self.candidates, initial=cfg.gssbo_initial, size=cfg.gssbo_buffer,
+                              selection=cfg.gssbo_selection,
+                              gradient_noise=cfg.gssbo_gradient_noise,
+                              restarts=cfg.fit_restarts, time_factor=cfg.gssbo_time_factor)
+        if cfg.strategy == "go-ucb":
+            return GOUCBModel(self.candidates, hidden=cfg.goucb_hidden, horizon=cfg.horizon,
+                              lam=cfg.goucb_lam, restarts=cfg.fit_restarts)
+        return None
+
+    def _literature_posterior(self, pulled: np.ndarray, observed: np.ndarray) -> Any:
+        """Batch 0 (initial design / Phase I): the prior; then the strategy's own model."""
+        b, cfg, records = self._batch, self.config, self._records
+        if b == 0:
+            return ExactPosterior(cfg.kernel, self.candidates, cfg.lam)
+        if isinstance(self._literature, GOUCBModel):
+            return self._literature.posterior(b, records, self._masks, self._batch_first_t,
+                                              lambda k: self._rng(STREAM_LITERATURE, k))
+        n = len(pulled)
+        arms = records.arm[:n]
+        assert self._literature is not None
+        return self._literature.posterior(arms[observed], records.value[:n][observed],
+                                          arms[pulled & ~observed],
+                                          self._rng(STREAM_LITERATURE, b))
+
+    def _batch_first_t(self, k: int) -> int:
+        """First record t of batch k <= the current batch (its start)."""
+        if k == self._batch:
+            return self._batch_start
+        return int(np.flatnonzero(self._records.batch == k)[0])
+
+    def _literature_rule(self) -> StoppingRule:
+        """Neither paper batches: one point, a fixed size, or GP-BUCB's product rule."""
+        cfg = self.config
+        if cfg.batch_rule == "product":
+            return ProductRule(cfg.batch_threshold)
+        if cfg.batch_rule == "fixed":
+            return FixedSizeRule(cfg.batch_size)
+        return FixedSizeRule(1, "sequential")
+
+    def _literature_design(self) -> list[int]:
+        """n0 (GSSBO) or ceil(sqrt(T)) (GO-UCB Phase I) distinct uniform candidates."""
+        cfg = self.config
+        size = (cfg.gssbo_initial if cfg.strategy == "gssbo"
+                else math.ceil(math.sqrt(cfg.horizon)))
+        rng = self._rng(STREAM_DESIGN, 0)
+        return [int(a) for a in rng.choice(self.n_arms, size=min(size, self.n_arms),
+                                           replace=False)]
+
+    def _literature_width(self, observed: np.ndarray) -> float:
+        """GSSBO: Srinivas et al.'s beta_t for a finite set; GO-UCB: the constant goucb_beta."""
+        cfg, posterior = self.config, self._posterior
+        if not hasattr(posterior, "ucb_width"):  # batch 0: the design ignores the width
+            return 0.0
+        if cfg.strategy == "go-ucb":
+            return cfg.explore * posterior.ucb_width(cfg.goucb_beta)
+        beta = ucb_beta(self.n_arms, int(np.count_nonzero(observed)) + 1, cfg.delta)
+        return cfg.explore * posterior.ucb_width(beta)

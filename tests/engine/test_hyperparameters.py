@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import optimize
 
+from service.engine import ConfigError, EngineConfig, Strategy
 from service.engine.hyperparameters import (
     Prior,
     exact_log_likelihood,
@@ -14,6 +15,8 @@ from service.engine.hyperparameters import (
     sparse_log_likelihood,
 )
 from service.engine.kernels import RBF, Matern52
+
+from .helpers import run, smooth_problem
 
 
 def _data(n: int = 50, d: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -92,3 +95,86 @@ def test_median_distance_of_a_regular_grid():
     X = np.array([[0.0], [1.0], [2.0]])  # pairwise distances 1, 1, 2
     assert median_distance(X, np.random.default_rng(0)) == 1.0
     assert median_distance(np.zeros((5, 2)), np.random.default_rng(0)) == 1.0
+
+
+# ---------------------------------------------------------------------------- in the engine
+def _auto_config(**overrides) -> EngineConfig:
+    return EngineConfig(**({"lam": 0.5, "seed": 5, "mode": "sync"} | overrides))
+
+
+@pytest.mark.parametrize("overrides", [{}, {"ard": True}, {"strategy": "gp-bucb"},
+                                       {"kernel": {"name": "matern52"}, "mode": "async"}],
+                         ids=["bbkb", "ard", "gp-bucb", "matern-async"])
+def test_refits_happen_only_at_batch_openings_and_restore_installs_them(overrides):
+    X, f = smooth_problem(n=300, d=2, seed=4)
+    X = 10.0 * X + 3.0  # normalisation makes the default independent of units
+    cfg = _auto_config(**overrides)
+    live = Strategy(X, cfg)
+    rng = np.random.default_rng(0)
+    seen: dict[int, object] = {}
+    for _ in range(40):
+        for _ in range(7):  # one at a time: live.hyperparameters are those of sel.batch
+            (sel,) = live.ask(1)
+            assert seen.setdefault(sel.batch, live.hyperparameters) is live.hyperparameters
+            live.tell(sel.t, f[sel.arm] + 0.01 * rng.standard_normal())
+        restored = Strategy.restore(X, cfg, live.state())
+        assert restored.hyperparameters == live.hyperparameters
+        assert restored.replay_mismatches == 0
+    fitted = {info.hyperparameters["fitted_at"] for info in live.batches}
+    assert len(fitted) >= 3  # the schedule refit several times, at openings only
+    assert all(b.hyperparameters == seen[b.index].to_dict() for b in live.batches)
+    # from a restore, the same proposals as the live strategy
+    restored = Strategy.restore(X, cfg, live.state())
+    for strategy in (live, restored):
+        noise = np.random.default_rng(9)
+        out = []
+        for _ in range(5):
+            batch = strategy.ask(5)
+            out.append([(s.t, s.arm) for s in batch])
+            for sel in batch:
+                strategy.tell(sel.t, f[sel.arm] + 0.01 * noise.standard_normal())
+        if strategy is live:
+            expected = out
+    assert out == expected
+    assert restored.hyperparameters == live.hyperparameters
+
+
+def test_default_lengthscale_is_the_median_distance_of_normalised_candidates():
+    X, _ = smooth_problem(n=200, d=3, seed=1)
+    a = Strategy(X, EngineConfig())
+    b = Strategy(100.0 * X - 7.0, EngineConfig())  # same candidates in other units
+    (lengthscale,) = a.hyperparameters.lengthscale
+    assert b.hyperparameters.lengthscale[0] == pytest.approx(lengthscale, rel=1e-12)
+    Z = (X - X.mean(0)) / X.std(0)
+    d = np.sqrt(((Z[:, None] - Z[None]) ** 2).sum(-1))[np.triu_indices(len(Z), 1)]
+    assert lengthscale == pytest.approx(np.median(d))
+    assert a.hyperparameters.fitted_at == 0 and a.hyperparameters.variance is None
+
+
+def test_fixed_hyperparameters_never_change():
+    X, f = smooth_problem(n=150)
+    strategy = Strategy(X, EngineConfig(kernel={"name": "rbf", "lengthscale": 0.3}))
+    assert strategy.config.hyperparameters == "fixed" and strategy.config.normalize == "none"
+    run(strategy, f, 120, np.random.default_rng(0))
+    assert {tuple(b.hyperparameters["lengthscale"]) for b in strategy.batches} == {(0.3,)}
+
+
+@pytest.mark.parametrize("config, field", [
+    ({"hyperparameters": "auto", "kernel": {"name": "linear"}}, "hyperparameters"),
+    ({"hyperparameters": "auto", "kernel": {"name": "rbf", "lengthscale": 2.0}},
+     "kernel.lengthscale"),
+    ({"ard": True, "kernel": {"name": "rbf", "lengthscale": 2.0}}, "ard"),
+    ({"normalize": "minmax"}, "normalize"),
+    ({"hyperparameters": "sometimes"}, "hyperparameters"),
+])
+def test_bad_hyperparameter_options_name_their_field(config, field):
+    with pytest.raises(ConfigError) as info:
+        EngineConfig(**config)
+    assert info.value.field == field
+
+
+def test_config_round_trip_keeps_the_resolved_options():
+    for config in [{}, {"kernel": {"name": "rbf", "lengthscale": "auto"}, "normalize": "unit"},
+                   {"kernel": {"name": "rbf", "lengthscale": 2.0}}]:
+        cfg = EngineConfig(**config)
+        assert EngineConfig.from_dict(cfg.to_dict()) == cfg
