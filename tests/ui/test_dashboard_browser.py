@@ -1,0 +1,169 @@
+"""The dashboard in a real headless chromium against a real server process."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from service.auth import create_key
+from service.problems import dataset_problem
+from service.store.database import make_engine, session_factory, transaction
+
+from .ui_helpers import create_study, run_trials
+
+ASYNC_BBKB = {"strategy": "bbkb", "mode": "async", "seed": 3, "lam": 0.5,
+              "kernel": {"name": "rbf", "lengthscale": 0.2}}
+#: Counts the points of a plot's series path: one M (dots, bars) or M/L (line) per point.
+POINTS = "p => (p.getAttribute('d').match(/[ML]/g) || []).length"
+
+
+def _server(server_factory, tmp_path: Path, auth: str):  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path / 'bbkb.db'}"
+    return url, server_factory({"BBKB_DATABASE_URL": url, "BBKB_AUTH": auth,
+                                "BBKB_DATA_DIR": str(tmp_path)})
+
+
+def _points(page, plot: str) -> int:  # type: ignore[no-untyped-def]
+    return page.eval_on_selector(f"#{plot} path.series", POINTS)
+
+
+def _wait_points(page, plot: str, n: int) -> None:  # type: ignore[no-untyped-def]
+    page.wait_for_function(
+        f"() => {{ const p = document.querySelector('#{plot} path.series');"
+        f" return p !== null && ({POINTS})(p) === {n}; }}")
+
+
+def _column(page, table: str, index: int = 0) -> list[str]:  # type: ignore[no-untyped-def]
+    return page.eval_on_selector_all(
+        f"#{table} tbody tr", f"rows => rows.map(r => r.cells[{index}].textContent)")
+
+
+def _wait_rows(page, table: str, first_cells: list) -> None:  # type: ignore[no-untyped-def]
+    expected = [str(c) for c in first_cells]
+    page.wait_for_function(
+        f"e => JSON.stringify([...document.querySelectorAll('#{table} tbody tr')]"
+        f".map(r => r.cells[0].textContent)) === JSON.stringify(e)", arg=expected)
+
+
+def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, page,
+                                                       artifacts, record_property):
+    _, server = _server(server_factory, tmp_path, "none")
+    http = httpx.Client(base_url=server.url, timeout=30)
+    sid = create_study(http, name="campaign", engine=ASYNC_BBKB)["id"]
+    done = run_trials(http, sid, 30, fail_every=7)
+    running = http.post(f"/v1/studies/{sid}/suggestions",
+                        json={"worker_id": "late", "count": 2}).json()["trials"]
+    completed = [t for t in done if t["status"] == "completed"]
+    failed = [t for t in done if t["status"] == "failed"]
+    batches = http.get(f"/v1/studies/{sid}/batches").json()["batches"]
+    assert (len(completed), len(failed), len(running)) == (26, 4, 2)
+
+    page.goto(f"{server.url}/ui/studies/{sid}?poll=300&page_size=10")
+    _wait_points(page, "plot-best", len(completed))
+    assert _points(page, "plot-values") == len(completed)
+    assert _points(page, "plot-batch-size") == len(batches)
+    assert _points(page, "plot-dictionary") == len(batches)
+    timed = [b for b in batches if b["open_seconds"] is not None]
+    assert timed and _points(page, "plot-resparsify") == len(timed)
+    assert page.is_hidden("#figure-regret")  # no built-in objective: no known optimum
+    assert page.text_content("#study-name") == "campaign"
+    assert '"strategy": "bbkb"' in page.text_content("#config")
+
+    # failed trials with their error text
+    _wait_rows(page, "failed", [t["t"] for t in failed])
+    assert _column(page, "failed", 4) == [f"simulator crashed at t={t['t']}" for t in failed]
+
+    # the trials table pages (keyset) and filters by status
+    every = sorted(t["t"] for t in done + running)
+    _wait_rows(page, "trials", every[:10])
+    page.click("#page-next")
+    _wait_rows(page, "trials", every[10:20])
+    page.click("#page-next")
+    page.click("#page-next")
+    _wait_rows(page, "trials", every[30:32])
+    assert page.is_disabled("#page-next")
+    assert "trials 31-32 of 32" in page.text_content("#page-info")
+    page.click("#page-prev")
+    _wait_rows(page, "trials", every[20:30])
+    page.select_option("#status-filter", "running")
+    _wait_rows(page, "trials", [t["t"] for t in running])
+    page.select_option("#status-filter", "failed")
+    _wait_rows(page, "trials", [t["t"] for t in failed])
+    assert _column(page, "trials", 8) == [f"simulator crashed at t={t['t']}" for t in failed]
+    page.select_option("#status-filter", "")
+    _wait_rows(page, "trials", every[:10])
+
+    # the CSV download link gives every trial
+    with page.expect_download() as download:
+        page.click("#csv")
+    rows = list(csv.DictReader(open(download.value.path(), encoding="utf-8")))
+    assert sorted(int(r["t"]) for r in rows) == every
+
+    # a result posted through the API appears without a reload
+    page.evaluate("window.stillTheSamePage = true")
+    answer = http.post(f"/v1/studies/{sid}/trials/{running[0]['id']}/complete",
+                       json={"value": 7.5})
+    assert answer.status_code == 200
+    _wait_points(page, "plot-best", len(completed) + 1)
+    assert _points(page, "plot-values") == len(completed) + 1
+    page.wait_for_function("() => document.querySelector('#study-facts')"
+                           ".textContent.includes('best 7.5')")
+    assert page.evaluate("window.stillTheSamePage") is True
+
+    shot = artifacts / "study-page.png"
+    page.screenshot(path=str(shot), full_page=True)
+    record_property("screenshot", str(shot))
+    print(f"study page screenshot: {shot}")
+    assert shot.stat().st_size > 10_000
+
+
+def test_keys_mode_asks_for_the_key_sorts_and_isolates_owners(server_factory, tmp_path, page):
+    url, server = _server(server_factory, tmp_path, "keys")
+    engine = make_engine(url)
+    with transaction(session_factory(engine)) as session:
+        alice, bob = create_key(session, "alice"), create_key(session, "bob")
+    engine.dispose()
+    as_alice = httpx.Client(base_url=server.url, timeout=30,
+                            headers={"Authorization": f"Bearer {alice}"})
+    as_bob = httpx.Client(base_url=server.url, timeout=30,
+                          headers={"Authorization": f"Bearer {bob}"})
+    problem = dataset_problem("abalone")
+    rng = np.random.default_rng(0)
+    arms = create_study(as_alice, name="alice-abalone", candidates=problem.candidates.tolist(),
+                        objective="dataset:abalone", engine=ASYNC_BBKB | {
+                            "kernel": {"name": "rbf", "lengthscale": 4.0}})["id"]
+    run_trials(as_alice, arms, 12, value=lambda t: problem.observe(t["candidate"], rng))
+    small = create_study(as_alice, name="alice-small")["id"]
+    run_trials(as_alice, small, 5, value=lambda t: -1.0 - t["t"])  # best value -1
+    secret = create_study(as_bob, name="bob-secret")["id"]
+    run_trials(as_bob, secret, 3)
+
+    page.goto(f"{server.url}/ui/?poll=300")
+    page.wait_for_selector("#key-form:not([hidden])")
+    assert "needs an API key" in page.text_content("#message")
+    page.fill("#key-input", alice)
+    page.click("#key-form button")
+    page.wait_for_selector("#studies tbody tr")
+    names = _column(page, "studies")
+    assert sorted(names) == ["alice-abalone", "alice-small"]  # never bob's
+    page.click("th[data-sort=best_value]")
+    _wait_rows(page, "studies", ["alice-small", "alice-abalone"])
+    page.click("th[data-sort=best_value]")
+    _wait_rows(page, "studies", ["alice-abalone", "alice-small"])
+    page.click("th[data-sort=completed]")
+    _wait_rows(page, "studies", ["alice-small", "alice-abalone"])
+
+    # the key stays for the tab; the dataset-arm study shows its regret
+    page.click("text=alice-abalone")
+    _wait_points(page, "plot-regret", 12)
+    assert page.is_visible("#figure-regret")
+    assert "optimum 1" in page.text_content("#regret-caption")
+
+    page.goto(f"{server.url}/ui/studies/{secret}?poll=300")
+    page.wait_for_function("() => document.querySelector('#message').textContent"
+                           ".includes('not found')")
+    assert page.text_content("#study-name") == f"study {secret}"  # nothing of bob's study
+    assert page.eval_on_selector_all("#trials tbody tr", "rows => rows.length") == 0
