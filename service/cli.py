@@ -1,4 +1,4 @@
-"""The ``bbkb`` command: demo, serve, worker, migrate, keys create."""
+"""The ``bbkb`` command: demo, serve, worker, study, migrate, keys create."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from . import study_cli
 from .settings import Settings
 
 
@@ -66,9 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the API server (settings from BBKB_* variables)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    env = os.environ.get
+    serve.add_argument("--host", default=env("BBKB_HOST", "127.0.0.1"), help="default: BBKB_HOST")
+    serve.add_argument("--port", type=int, default=env("BBKB_PORT", "8000"),
+                       help="default: BBKB_PORT")
+    serve.add_argument("--workers", type=int, default=env("BBKB_API_WORKERS", "1"),
+                       help="uvicorn worker processes (default: BBKB_API_WORKERS)")
     serve.add_argument("--no-auth", action="store_true",
                        help="single-user mode: no API keys (BBKB_AUTH=none)")
     serve.add_argument("--data-dir", help="where the default SQLite database lives")
@@ -90,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="upgrade the database schema to this version")
     migrate.set_defaults(run=_migrate)
 
+    study_cli.add_parser(sub)
+
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create an API key (prints it once)")
@@ -108,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.rest = rest
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "study":
+        return study_cli.run(args)
     return int(args.run(args))
 
 

@@ -1,0 +1,102 @@
+"""The deployment files, checked without a Docker engine: the compose file against the compose
+specification and Compose's own loader, the Dockerfile with hadolint, and the properties the
+deployment relies on (non-root, no compilers at run time, one BLAS thread, migrations first)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .deployfiles import (
+    COMPOSE,
+    DOCKERFILE,
+    ROOT,
+    compose_config,
+    docker_compose,
+    dockerfile_stages,
+    tool,
+)
+
+BLAS_ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema",
+                           "vendor.compose-spec", str(path)], capture_output=True, text=True,
+                          check=False)
+
+
+def _broken_compose(tmp_path: Path, old: str, new: str) -> Path:
+    text = COMPOSE.read_text()
+    assert old in text
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(text.replace(old, new, 1))
+    (tmp_path / "Dockerfile").write_text(DOCKERFILE.read_text())
+    return broken
+
+
+def test_the_compose_file_matches_the_compose_specification(tmp_path):
+    ok = _check_jsonschema(COMPOSE)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    broken = _check_jsonschema(_broken_compose(tmp_path, "service_completed_successfully",
+                                               "service_finished"))
+    assert broken.returncode == 1 and "service_finished" in broken.stdout + broken.stderr
+
+
+def test_docker_compose_loads_the_file_with_the_example_env(tmp_path):
+    config = compose_config()
+    assert set(config["services"]) == {"postgres", "redis", "migrate", "api", "worker"}
+    with pytest.raises(ValueError, match="undefined service \"migrator\""):
+        compose_config(_broken_compose(tmp_path, "      migrate:\n        condition",
+                                       "      migrator:\n        condition"))
+    version = subprocess.run([docker_compose(), "version"], capture_output=True, text=True)
+    assert version.returncode == 0 and "Docker Compose version v2" in version.stdout
+
+
+def test_the_dockerfile_passes_hadolint(tmp_path):
+    lint = subprocess.run([tool("hadolint"), str(DOCKERFILE)], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    bad = tmp_path / "Dockerfile"
+    bad.write_text(DOCKERFILE.read_text().replace("RUN apt-get update \\",
+                                                  "RUN cd /tmp && apt-get update \\", 1))
+    assert subprocess.run([tool("hadolint"), str(bad)], capture_output=True).returncode != 0
+
+
+def test_the_runtime_image_is_small_non_root_and_runs_bbkb():
+    stages = dockerfile_stages()
+    build, final = stages[0], stages[-1]
+    base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.M)
+    assert len(stages) == 2 and base and "-slim" in base.group(1)
+    assert any("build-essential" in run for run in build.all("RUN"))
+    assert not any("apt-get install" in run for run in final.all("RUN"))  # no compilers
+    assert final.all("COPY") == ["--from=build /opt/bbkb /opt/bbkb"]
+    user = final.all("USER")[-1]
+    assert re.fullmatch(r"[1-9]\d*:[1-9]\d*", user), user  # numeric, not root
+    assert final.exec_form("ENTRYPOINT") == ["bbkb"]
+    assert final.exec_form("CMD") == ["serve"]
+    assert "/healthz" in final.all("HEALTHCHECK")[-1]
+    assert BLAS_ONE_THREAD.items() <= final.env().items()
+
+
+def test_migrations_run_first_and_the_state_is_kept_healthy():
+    services = compose_config()["services"]
+    for name in ("postgres", "redis"):
+        assert services[name]["healthcheck"]["test"], name
+        assert [v["type"] for v in services[name]["volumes"]] == ["volume"], name
+    migrate, api, worker = services["migrate"], services["api"], services["worker"]
+    assert migrate["command"] == ["migrate"] and migrate["restart"] == "no"
+    assert api["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert api["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert worker["depends_on"]["api"]["condition"] == "service_healthy"
+    assert api["environment"]["BBKB_AUTO_MIGRATE"] == "false"
+    assert int(api["environment"]["BBKB_API_WORKERS"]) > 1  # several uvicorn processes
+    for service in (api, worker):  # one image, as the compose file builds it
+        assert service["image"] == migrate["image"] and service["build"]["context"] == str(ROOT)
+        assert BLAS_ONE_THREAD.items() <= service["environment"].items()
+    assert compose_config(BBKB_WORKER_REPLICAS="5")["services"]["worker"]["deploy"][
+        "replicas"] == 5
+
