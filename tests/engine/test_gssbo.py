@@ -1,0 +1,146 @@
+"""GSSBO: buffer invariants, equivalence with GP-UCB when nothing is dropped, exact replay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import linalg
+
+from service.engine import ConfigError, EngineConfig, Strategy
+from service.engine.gssbo import SELECTIONS, GSSPosterior, TimeRule, diverse_subset, select_buffer
+from service.engine.hyperparameters import Hyperparameters
+from service.engine.kernels import Matern52
+
+from .helpers import smooth_problem
+
+
+def _run(strategy: Strategy, f: np.ndarray, steps: int, seed: int = 0) -> list[int]:
+    rng = np.random.default_rng(seed)
+    arms: list[int] = []
+    while len(arms) < steps:
+        for sel in strategy.ask_batch():
+            strategy.tell(sel.t, f[sel.arm] + 0.01 * rng.standard_normal())
+            arms.append(sel.arm)
+    return arms
+
+
+@pytest.mark.parametrize("selection", SELECTIONS)
+def test_buffer_keeps_the_initial_and_the_newest_points(selection):
+    rng = np.random.default_rng(0)
+    X, y = rng.random((60, 3)), rng.standard_normal(60)
+    hp = Hyperparameters((0.4,), 1.0, 0.01)
+    buffer = select_buffer(X, y, 10, 25, selection, hp, np.random.default_rng(1), 0.1)
+    kept = buffer.buffer
+    assert len(kept) == 25 and len(np.unique(kept)) == 25
+    assert set(range(10)) <= set(kept.tolist()) and 59 in kept
+    assert kept.min() >= 0 and kept.max() < 60
+
+
+def test_diverse_subset_is_the_greedy_minimum_cosine_choice():
+    G = np.array([[1.0, 0, 0], [2.0, 0, 0], [0, 1.0, 0], [0, 0, 3.0], [-1.0, 0, 0]])
+    # forced e1: -e1 (cosine -1) comes first
+    chosen = diverse_subset(G, np.array([0]), 1, np.random.default_rng(0), noise=0.0)
+    assert chosen.tolist() == [0, 4]
+    # without it: e2 and e3 (summed cosine 0), never e1's copy (+1)
+    without = diverse_subset(G[:4], np.array([0]), 2, np.random.default_rng(0), noise=0.0)
+    assert without.tolist() == [0, 2, 3]
+
+
+def test_a_large_buffer_is_plain_gp_ucb():
+    X, f = smooth_problem(n=150, d=2, seed=3)
+    runs = {}
+    for size in (None, 10**6):
+        strategy = Strategy(X, strategy="gssbo", gssbo_initial=5, gssbo_buffer=size,
+                            mode="sync", seed=2)
+        runs[size] = (_run(strategy, f, 30), strategy)
+    assert runs[None][0] == runs[10**6][0]
+    strategy = runs[None][1]
+    strategy.ask(1)  # opens a batch on all 30 observations
+    post = strategy._posterior
+    assert isinstance(post, GSSPosterior) and len(post.buffer.buffer) == 30
+    # textbook GP on every observation with the fitted hyper-parameters (gssbo scales X to the
+    # unit cube; smooth_problem's X already spans about [0, 1])
+    hp, records = post.hyperparameters, strategy.records
+    Xu = strategy._literature.X
+    arms, y = records["arm"][:30], records["value"][:30]
+    kernel = Matern52(hp.lengthscale[0], hp.variance)
+    K = kernel(Xu[arms], Xu[arms]) + hp.noise * np.eye(30)
+    ys = (y - post.y_mean) / post.y_scale
+    kx = kernel(Xu, Xu[arms])
+    mean = post.y_mean + post.y_scale * kx @ linalg.solve(K, ys, assume_a="pos")
+    var = hp.variance - np.einsum("ij,ji->i", kx, linalg.solve(K, kx.T, assume_a="pos"))
+    np.testing.assert_allclose(post.mean, mean, atol=1e-8)
+    np.testing.assert_allclose(post.variance_start, var / hp.noise, rtol=1e-6, atol=1e-8)
+
+
+def test_selection_rules_change_only_the_buffer():
+    X, f = smooth_problem(n=200, d=2, seed=4)
+    posts = {}
+    for selection in ("gradient", "random"):
+        strategy = Strategy(X, strategy="gssbo", gssbo_initial=5, gssbo_buffer=12,
+                            gssbo_selection=selection, mode="sync", seed=1)
+        arms = _run(strategy, f, 25)
+        strategy.ask(1)
+        posts[selection] = (strategy._literature.last, arms[:5])
+    (grad, first), (rand, first_random) = posts["gradient"], posts["random"]
+    assert first == first_random  # same initial design
+    np.testing.assert_array_equal(grad.buffer.pilot, rand.buffer.pilot)
+    for post in (grad, rand):
+        assert len(post.buffer.buffer) == 12
+        assert set(range(5)) | {24} <= set(post.buffer.buffer.tolist())
+    assert not np.array_equal(grad.buffer.buffer, rand.buffer.buffer)
+
+
+@pytest.mark.parametrize("batch_rule", ["sequential", "product", "fixed"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_restore_proposes_the_same_candidates(mode, batch_rule):
+    X, f = smooth_problem(n=150, d=2, seed=5)
+    cfg = EngineConfig(strategy="gssbo", gssbo_initial=4, gssbo_buffer=9, mode=mode,
+                       batch_rule=batch_rule, batch_size=3, batch_threshold=1.5, seed=7)
+    live = Strategy(X, cfg)
+    rng = np.random.default_rng(1)
+    pending: list = []
+    for _ in range(40):  # asks, late tells, an abandonment, an import
+        if rng.random() < 0.5 or not pending:
+            pending.extend(live.ask(int(rng.integers(1, 3))))
+        else:
+            sel = pending.pop(int(rng.integers(len(pending))))
+            if rng.random() < 0.1:
+                live.abandon(sel.t)
+            else:
+                live.tell(sel.t, f[sel.arm])
+    live.observe(3, f[3])
+    restored = Strategy.restore(X, cfg, live.state())
+    assert restored.replay_mismatches == 0
+    for sel in pending:
+        live.tell(sel.t, f[sel.arm])
+        restored.tell(sel.t, f[sel.arm])
+    for _ in range(4):
+        a, b = live.ask(2), restored.ask(2)
+        assert a == b and a
+        for sel in a:
+            live.tell(sel.t, f[sel.arm])
+            restored.tell(sel.t, f[sel.arm])
+
+
+def test_time_rule_fixes_the_buffer_once_a_fit_is_slow():
+    rule = TimeRule(factor=4.0, warmup=3)
+    for n, seconds in enumerate([1.0, 1.0, 1.0, 3.9, 4.1, 100.0], start=20):
+        rule.record(seconds, n)
+    assert rule.size == 24  # the first fit above 4 x the warm-up average, never changed after
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"gssbo_selection": "gradients"}, "gssbo_selection"),
+    ({"gssbo_buffer": 20}, "gssbo_buffer"),  # must exceed n0 = 20
+    ({"gssbo_initial": 0}, "gssbo_initial"),
+    ({"gssbo_gradient_noise": -0.1}, "gssbo_gradient_noise"),
+    ({"gssbo_time_factor": 4.0}, "gssbo_time_factor"),  # needs gssbo_buffer null
+    ({"gssbo_buffer": None, "gssbo_time_factor": 0.5}, "gssbo_time_factor"),
+    ({"batch_rule": "global"}, "batch_rule"),
+    ({"fit_restarts": -1}, "fit_restarts"),
+])
+def test_bad_configurations_name_the_field(change, field):
+    with pytest.raises(ConfigError) as err:
+        EngineConfig(strategy="gssbo", **change)
+    assert err.value.field == field
