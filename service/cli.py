@@ -1,4 +1,4 @@
-"""The ``bbkb`` command: demo, serve, worker, migrate, keys create."""
+"""The ``bbkb`` command: demo, serve, worker, study, migrate, keys create."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from . import study_cli
 from .settings import Settings
 
 
@@ -93,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="upgrade the database schema to this version")
     migrate.set_defaults(run=_migrate)
 
+    study_cli.add_parser(sub)
+
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create an API key (prints it once)")
@@ -111,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.rest = rest
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "study":
+        return study_cli.run(args)
     return int(args.run(args))
 
 

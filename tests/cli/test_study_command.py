@@ -1,0 +1,96 @@
+"""``bbkb study create | list | show | best | export`` against a real server process."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from client import Client
+from service.cli import main
+
+
+@pytest.fixture
+def server(server_factory, tmp_path):
+    return server_factory({"BBKB_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
+                           "BBKB_AUTH": "none", "BBKB_DATA_DIR": str(tmp_path)})
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_create_from_csv_list_show_best_export(server, tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    matrix = rng.random((40, 2))
+    path = tmp_path / "candidates.csv"
+    np.savetxt(path, matrix, delimiter=",", header="alpha,beta", comments="")
+    url = ["--url", server.url]
+    code, out, _ = run(capsys, "study", "create", "cli-study", "--candidates", str(path),
+                       "-e", "strategy=bbkb", "-e", "seed=4", "-e", "mode=async",
+                       "-e", 'kernel={"name": "rbf", "lengthscale": 0.3}', "--json", *url)
+    assert code == 0
+    created = json.loads(out)
+    assert (created["n_candidates"], created["dim"]) == (40, 2)
+    assert created["parameter_names"] == ["alpha", "beta"]
+    assert (created["strategy"], created["mode"]) == ("bbkb", "async")
+
+    code, _, err = run(capsys, "study", "best", "cli-study", *url)
+    assert code == 1 and "no completed trial" in err
+
+    study = Client(server.url).study(created["id"])
+    values = {}
+    for trial in study.ask("w", count=3).trials:
+        values[trial.id] = float(matrix[trial.candidate].sum())
+        study.tell(trial.id, values[trial.id])
+
+    code, out, _ = run(capsys, "study", "list", *url)
+    assert code == 0
+    header, row = out.splitlines()[:2]
+    assert header.split()[:4] == ["id", "name", "strategy", "status"]
+    assert row.split()[:5] == [str(created["id"]), "cli-study", "bbkb", "active", "3"]
+
+    code, out, _ = run(capsys, "study", "show", str(created["id"]), *url)
+    assert code == 0 and "trials       3 completed=3" in out and "alpha, beta" in out
+
+    code, out, _ = run(capsys, "study", "best", "cli-study", "--json", *url)
+    best = json.loads(out)
+    assert best["value"] == pytest.approx(max(values.values()))
+    assert best["parameters"]["alpha"] == pytest.approx(matrix[best["candidate"], 0])
+
+    target = tmp_path / "out.csv"
+    code, _, err = run(capsys, "study", "export", "cli-study", "-o", str(target), *url)
+    assert code == 0 and str(target) in err
+    with target.open() as handle:
+        exported = list(csv.DictReader(handle))
+    assert {int(r["trial_id"]): float(r["value"]) for r in exported} == pytest.approx(values)
+
+
+def test_search_space_and_errors_are_one_line_not_tracebacks(server, tmp_path, capsys):
+    url = ["--url", server.url]
+    space = json.dumps([{"name": "lr", "low": 1e-4, "high": 0.1, "log": True},
+                        {"name": "layers", "type": "int", "low": 1, "high": 4}])
+    code, out, _ = run(capsys, "study", "create", "space", "--search-space", space,
+                       "--n-candidates", "64", *url)
+    assert code == 0 and "64 candidates x 2" in out
+
+    code, _, err = run(capsys, "study", "create", "bad", "--search-space", space,
+                       "--n-candidates", "64", "-e", "strategy=nonsense", *url)
+    assert code == 1 and err.startswith("error: ") and "strategy" in err
+
+    code, _, err = run(capsys, "study", "show", "no-such-study", *url)
+    assert code == 1 and "no study named 'no-such-study'" in err
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n3\n")
+    with pytest.raises(SystemExit, match="cannot read candidates"):
+        main(["study", "create", "x", "--candidates", str(bad), *url])
+
+
+def test_unreachable_server_exits_2(capsys):
+    code, _, err = run(capsys, "study", "list", "--url", "http://127.0.0.1:9")
+    assert code == 2 and err.startswith("error: ")
