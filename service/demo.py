@@ -112,6 +112,8 @@ def run(evaluations: int, workers: int, delay: float, data_dir: Path, plot: Path
                 "candidates": problem.candidates.tolist(),
                 "objective": f"dataset:abalone?delay={delay}&noise=0.01",
                 "lease_seconds": 30}).json()["id"]
+            print(f"dashboard: {server.url}/ui/studies/{sid} (open it while the demo runs)",
+                  flush=True)
             start = time.perf_counter()
             http.post(f"/v1/studies/{sid}/dispatch",
                       json={"n_evaluations": evaluations, "parallelism": 2 * workers})
