@@ -1,0 +1,127 @@
+"""GO-UCB: hand-written gradients, rank-one Sigma^-1, realizable objective, exact replay."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import qmc
+
+from service.engine import ConfigError, EngineConfig, Strategy
+from service.engine.goucb import GOUCBPosterior, Network
+
+
+def test_weight_and_input_gradients_match_finite_differences():
+    rng = np.random.default_rng(0)
+    net = Network(dim=4, hidden=6)
+    w, X = net.initial(rng), rng.standard_normal((5, 4))
+    f, G = net.gradient(X, w)
+    np.testing.assert_allclose(f, net.value(X, w))
+    eps = 1e-6
+    for k in range(net.size):
+        step = np.zeros(net.size)
+        step[k] = eps
+        fd = (net.value(X, w + step) - net.value(X, w - step)) / (2 * eps)
+        np.testing.assert_allclose(G[:, k], fd, rtol=1e-6, atol=1e-8)
+    grad_x = net.input_gradient(X, w)
+    for j in range(4):
+        step = np.zeros(4)
+        step[j] = eps
+        fd = (net.value(X + step, w) - net.value(X - step, w)) / (2 * eps)
+        np.testing.assert_allclose(grad_x[:, j], fd, rtol=1e-6, atol=1e-8)
+
+
+def test_rank_one_updates_match_recomputing_sigma():
+    rng = np.random.default_rng(1)
+    G = rng.standard_normal((40, 7))
+    B = rng.standard_normal((7, 7))
+    sigma = 3.0 * np.eye(7) + B @ B.T
+    post = GOUCBPosterior(np.zeros(40), G, sigma, 1.0)
+    np.testing.assert_allclose(post.variance_start,
+                               np.einsum("ij,ji->i", G, np.linalg.solve(sigma, G.T)))
+    for arm in (3, 17, 3, 29):
+        post.add_pending(arm)
+        sigma = sigma + np.outer(G[arm], G[arm])
+        expected = np.einsum("ij,ji->i", G, np.linalg.solve(sigma, G.T))
+        np.testing.assert_allclose(post.variance(np.arange(40)), expected, rtol=1e-9)
+        np.testing.assert_allclose(post.solve(G[5]), np.linalg.solve(sigma, G[5]), rtol=1e-9)
+
+
+def _paper_f1(d: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The paper's f1 (Sec. 6.1): the network with every weight and bias 1, on [-5, 5]^d."""
+    X = qmc.scale(qmc.Sobol(d, scramble=True, seed=0).random(n), -5 * np.ones(d), 5 * np.ones(d))
+    net = Network(d, 25)
+    return X, net.value(X, np.ones(net.size))
+
+
+def test_finds_the_optimum_of_a_realizable_objective():
+    X, f = _paper_f1(d=5, n=512)
+    strategy = Strategy(X, strategy="go-ucb", horizon=64, mode="sync", seed=0)
+    arms: list[int] = []
+    while len(arms) < 64:
+        for sel in strategy.ask_batch():
+            strategy.tell(sel.t, float(f[sel.arm]))
+            arms.append(sel.arm)
+    phase_one = math.ceil(math.sqrt(64))
+    assert len(set(arms[:phase_one])) == phase_one
+    assert int(np.argmax(f)) in arms[phase_one:]
+    assert np.mean(f.max() - f[arms[-10:]]) < 0.01 * np.ptp(f)
+
+
+@pytest.mark.parametrize("batch_rule", ["sequential", "fixed"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_restore_proposes_the_same_candidates(mode, batch_rule):
+    X, f = _paper_f1(d=3, n=128)
+    cfg = EngineConfig(strategy="go-ucb", horizon=16, goucb_hidden=5, mode=mode,
+                       batch_rule=batch_rule, batch_size=3, seed=3)
+    live = Strategy(X, cfg)
+    rng = np.random.default_rng(2)
+    pending: list = []
+    for _ in range(40):
+        if rng.random() < 0.5 or not pending:
+            pending.extend(live.ask(int(rng.integers(1, 3))))
+        else:
+            sel = pending.pop(int(rng.integers(len(pending))))
+            if rng.random() < 0.1:
+                live.abandon(sel.t)
+            else:
+                live.tell(sel.t, float(f[sel.arm]))
+    live.observe(5, float(f[5]))
+    restored = Strategy.restore(X, cfg, live.state())
+    assert restored.replay_mismatches == 0
+    for sel in pending:
+        live.tell(sel.t, float(f[sel.arm]))
+        restored.tell(sel.t, float(f[sel.arm]))
+    for _ in range(4):
+        a, b = live.ask(2), restored.ask(2)
+        assert a == b and a
+        for sel in a:
+            live.tell(sel.t, float(f[sel.arm]))
+            restored.tell(sel.t, float(f[sel.arm]))
+
+
+def test_pending_points_shrink_the_width_but_not_the_estimate():
+    X, f = _paper_f1(d=3, n=128)
+    strategy = Strategy(X, strategy="go-ucb", horizon=16, goucb_hidden=5, mode="async",
+                        batch_rule="fixed", batch_size=4, seed=1)
+    for sel in strategy.ask(4):  # Phase I, observed
+        strategy.tell(sel.t, float(f[sel.arm]))
+    batch = strategy.ask(4)  # Phase II batch 1: the estimate is frozen, variances shrink
+    post = strategy._posterior
+    np.testing.assert_array_equal(post.mean, strategy.predict()[0])
+    assert np.all(post.variance(np.arange(len(X))) <= post.variance_start + 1e-12)
+    assert post.variance(np.array([batch[0].arm]))[0] < post.variance_start[batch[0].arm]
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"horizon": 3}, "horizon"),
+    ({"goucb_hidden": 0}, "goucb_hidden"),
+    ({"goucb_beta": -1.0}, "goucb_beta"),
+    ({"goucb_lam": 0.0}, "goucb_lam"),
+    ({"batch_rule": "adaptive"}, "batch_rule"),
+])
+def test_bad_configurations_name_the_field(change, field):
+    with pytest.raises(ConfigError) as err:
+        EngineConfig(strategy="go-ucb", **change)
+    assert err.value.field == field
