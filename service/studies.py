@@ -134,6 +134,7 @@ def study_public(session: Session, study: Study, decode: ParameterDecoder) -> St
         n_trials=sum(counts.values()), counts=counts,
         n_batches=0 if latest is None else latest.index + 1,
         dictionary_size=0 if latest is None else latest.dictionary_size,
+        hyperparameters=None if latest is None else latest.hyperparameters,
         best=None if best is None else trial_public(best, decode(best.candidate)),
         created_at=study.created_at, spec=study.spec)
 
@@ -142,4 +143,5 @@ def batch_public(batch: Batch) -> BatchPublic:
     return BatchPublic(index=batch.index, start_t=batch.start_t, size=batch.size,
                        stop_reason=batch.stop_reason, dictionary_size=batch.dictionary_size,
                        embedding_dim=batch.embedding_dim, open_seconds=batch.open_seconds,
+                       hyperparameters=batch.hyperparameters,
                        opened_at=batch.opened_at, closed_at=batch.closed_at)

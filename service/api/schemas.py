@@ -86,6 +86,8 @@ class StudyPublic(BaseModel):
     counts: dict[str, int]
     n_batches: int
     dictionary_size: int
+    hyperparameters: dict[str, Any] | None = Field(
+        default=None, description="Kernel hyper-parameters of the current batch.")
     best: TrialPublic | None = None
     created_at: datetime
     spec: dict[str, Any]
@@ -156,6 +158,9 @@ class BatchPublic(BaseModel):
     stop_reason: str | None
     dictionary_size: int
     embedding_dim: int
+    hyperparameters: dict[str, Any] | None = Field(
+        default=None, description="Kernel hyper-parameters the batch used: lengthscale (one, or "
+        "one per dimension), lam, the last fit's variance and noise, fitted_at (observations).")
     open_seconds: float | None
     opened_at: datetime | None
     closed_at: datetime | None

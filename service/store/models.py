@@ -120,6 +120,10 @@ class Batch(Base):
     dictionary: Mapped[bytes] = mapped_column(LargeBinary)
     dictionary_size: Mapped[int] = mapped_column(Integer)
     embedding_dim: Mapped[int] = mapped_column(Integer)
+    #: The kernel hyper-parameters the batch used (engine KernelState: lengthscale, lam, fitted
+    #: variance and noise, fitted_at); a restart installs them instead of refitting. NULL for
+    #: batches stored before revision 0003 (their config's fixed kernel).
+    hyperparameters: Mapped[dict | None] = mapped_column(JSON)
     open_seconds: Mapped[float | None] = mapped_column(Float)
     opened_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

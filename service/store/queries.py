@@ -61,7 +61,8 @@ def load_engine_state(session: Session, study_id: int, sign: float) -> EngineSta
                              .order_by(Batch.index.desc()).limit(1)).first()
     if latest is None:
         return EngineState(-1, 0, np.zeros(0, dtype=np.int64), records)
-    return EngineState(latest.index, latest.start_t, from_bytes(latest.dictionary), records)
+    return EngineState(latest.index, latest.start_t, from_bytes(latest.dictionary), records,
+                       latest.hyperparameters)
 
 
 def insert_trials(session: Session, rows: Sequence[dict[str, Any]]) -> None:
@@ -84,7 +85,8 @@ def save_batch(session: Session, study_id: int, info: Any, *, new: bool, now: An
                           size=info.size, stop_reason=info.stop_reason, opened_at=now,
                           closed_at=closed, dictionary=to_bytes(info.dictionary),
                           dictionary_size=info.dictionary_size,
-                          embedding_dim=info.embedding_dim, open_seconds=seconds))
+                          embedding_dim=info.embedding_dim, open_seconds=seconds,
+                          hyperparameters=info.hyperparameters))
         return
     session.execute(update(Batch).where(Batch.study_id == study_id, Batch.index == info.index)
                     .values(size=info.size, stop_reason=info.stop_reason,
