@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -19,8 +18,10 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ["BBKB_AUTH"] = "none"  # read by every worker process's Settings()
     if args.data_dir:
         os.environ["BBKB_DATA_DIR"] = args.data_dir
+    os.environ.setdefault("BBKB_LOG_FORMAT", "text")  # every app process configures its logs
+    os.environ["BBKB_LOG_LEVEL"] = args.log_level
     uvicorn.run("service.api.app:create_app", factory=True, host=args.host, port=args.port,
-                workers=args.workers, log_level=args.log_level)
+                workers=args.workers, log_level=args.log_level, access_log=False)
     return 0
 
 
@@ -76,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-auth", action="store_true",
                        help="single-user mode: no API keys (BBKB_AUTH=none)")
     serve.add_argument("--data-dir", help="where the default SQLite database lives")
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--log-level", default=env("BBKB_LOG_LEVEL", "info"),
+                       help="default: BBKB_LOG_LEVEL; BBKB_LOG_FORMAT=json for JSON lines")
     serve.set_defaults(run=_serve)
 
     worker = sub.add_parser("worker", help="run RQ worker processes that evaluate trials",
@@ -105,9 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for noisy in ("alembic", "httpx"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from . import logs
+
+    settings_env = os.environ.get
+    logs.configure(settings_env("BBKB_LOG_FORMAT", "text"), settings_env("BBKB_LOG_LEVEL", "info"))
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":

@@ -6,11 +6,13 @@ worker processes each process reports its own numbers, as usual for Prometheus' 
 
 from __future__ import annotations
 
+import logging
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+access_log = logging.getLogger("bbkb.access")
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
@@ -34,7 +36,8 @@ class Metrics:
 
 
 class LatencyMiddleware:
-    """Times every HTTP request under its route template (not the raw path: bounded labels)."""
+    """Times every HTTP request under its route template (not the raw path: bounded labels),
+    and logs it as a structured ``bbkb.access`` event."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app, self.metrics = app, metrics
@@ -53,6 +56,15 @@ class LatencyMiddleware:
         try:
             await self.app(scope, receive, record)
         finally:
+            seconds = time.perf_counter() - start
             route = getattr(scope.get("route"), "path", "unmatched")
-            self.metrics.requests.labels(scope["method"], route, str(status[0])).observe(
-                time.perf_counter() - start)
+            self.metrics.requests.labels(scope["method"], route, str(status[0])).observe(seconds)
+            if access_log.isEnabledFor(logging.INFO):
+                access_log.info("%s %s %d", scope["method"], scope["path"], status[0], extra={
+                    "method": scope["method"], "route": route, "status": status[0],
+                    "ms": round(1000 * seconds, 2), **_ids(scope.get("path_params", {}))})
+
+
+def _ids(params: dict[str, object]) -> dict[str, object]:
+    """Path parameters, numeric ids as numbers (study_id, trial_id)."""
+    return {k: int(v) if isinstance(v, str) and v.isdigit() else v for k, v in params.items()}

@@ -28,6 +28,10 @@ class Settings(BaseSettings):
     auto_migrate: bool = Field(
         default=True, description="Upgrade the schema at start-up (off: refuse a stale one).")
     page_limit: int = Field(default=1000, gt=0)
+    log_format: Literal["text", "json"] | None = Field(
+        default=None, description="Configure logging at start-up: 'json' = one JSON object per "
+                                  "line; unset: leave logging to the host process.")
+    log_level: str = Field(default="info", pattern=r"(?i)^(debug|info|warning|error|critical)$")
 
     @model_validator(mode="after")
     def _default_database(self) -> Settings:

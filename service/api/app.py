@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from .. import trials
+from .. import logs, trials
 from ..dispatch import Dispatcher
 from ..metrics import LatencyMiddleware, Metrics
 from ..runtime import Runtimes
@@ -44,13 +44,16 @@ def reap_expired_leases(app: FastAPI) -> int:
 def _reaper_loop(app: FastAPI, stop: threading.Event) -> None:
     while not stop.wait(app.state.settings.reaper_interval):
         try:
-            reap_expired_leases(app)
+            if reaped := reap_expired_leases(app):
+                log.info("expired leases reaped", extra={"trials": reaped})
         except Exception:  # noqa: BLE001 - the reaper must outlive a failed pass
             log.exception("lease reaper pass failed")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    if settings.log_format is not None:
+        logs.configure(settings.log_format, settings.log_level)
     engine = make_engine(str(settings.database_url))
     ensure_schema(engine, auto_upgrade=settings.auto_migrate)
     stop = threading.Event()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 from collections.abc import Iterator
 from typing import Annotated, Literal
 
@@ -31,6 +32,7 @@ from ..schemas import (
 from .studies import owned
 
 router = APIRouter(prefix="/v1/studies/{study_id}", tags=["trials"])
+log = logging.getLogger("bbkb.server")
 
 
 @router.post("/suggestions")
@@ -50,6 +52,7 @@ def create_suggestions(study_id: StudyId, body: SuggestRequest, owner: OwnerDep,
     for seconds in asked.opened:
         metrics.batches.inc()
         metrics.resparsify.observe(seconds)
+        log.info("batch opened", extra={"study_id": study_id, "seconds": round(seconds, 4)})
     return answer
 
 

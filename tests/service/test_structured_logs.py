@@ -1,0 +1,78 @@
+"""Structured logs: JSON lines from a real ``bbkb serve`` process, and the formatters."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+
+from service.logs import JsonFormatter, TextFormatter
+from service.processes import free_port
+
+
+def _record(**extra) -> logging.LogRecord:  # type: ignore[no-untyped-def]
+    record = logging.LogRecord("bbkb.test", logging.WARNING, __file__, 1, "value %s", (3,), None)
+    record.__dict__.update(extra)
+    return record
+
+
+def test_json_formatter_writes_one_object_with_the_extra_fields():
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = _record(study_id=7, seconds=0.25)
+        record.exc_info = sys.exc_info()
+    line = JsonFormatter().format(record)
+    assert "\n" not in line
+    event = json.loads(line)
+    assert (event["level"], event["logger"], event["msg"]) == ("warning", "bbkb.test", "value 3")
+    assert (event["study_id"], event["seconds"]) == (7, 0.25)
+    assert "ValueError: boom" in event["exc"] and event["ts"].endswith("+00:00")
+
+
+def test_text_formatter_appends_the_extra_fields():
+    line = TextFormatter().format(_record(study_id=7))
+    assert line.endswith("bbkb.test value 3 study_id=7")
+
+
+def test_bbkb_serve_logs_json_lines_for_requests_and_batches(tmp_path):
+    port = free_port()
+    env = {**os.environ, "BBKB_LOG_FORMAT": "json", "BBKB_DATA_DIR": str(tmp_path)}
+    env.pop("BBKB_DATABASE_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--no-auth",
+                             "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.1)
+        with httpx.Client(base_url=url) as http:
+            sid = http.post("/v1/studies", json={"name": "logs", "candidates": [[0.0], [1.0]]}
+                            ).json()["id"]
+            trial = http.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w"}
+                              ).json()["trials"][0]
+            http.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete", json={"value": 1.5})
+            assert http.get("/v1/studies/999").status_code == 404
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    events = [json.loads(line) for line in err.splitlines() if line.strip()]  # all JSON
+    access = [e for e in events if e["logger"] == "bbkb.access"]
+    routes = {(e["route"], e["status"]) for e in access}
+    assert ("/v1/studies/{study_id}/suggestions", 200) in routes
+    assert ("/v1/studies/{study_id}", 404) in routes
+    complete = next(e for e in access if e["route"].endswith("/complete"))
+    assert complete["study_id"] == sid and complete["trial_id"] == trial["id"]
+    assert complete["ms"] > 0
+    assert any(e["msg"] == "batch opened" and e["study_id"] == sid for e in events)
+    assert not any(e["logger"] == "uvicorn.access" for e in events)
