@@ -1,0 +1,215 @@
+"""GSSBO (Wei et al.) and GO-UCB (Liu & Wang, ICML 2023) benchmarked as in their papers (issue 5).
+
+Experiments (``--experiment``):
+
+* ``gssbo``: GSSBO vs RSSBO (random buffer) vs GP-UCB on Eggholder-2, Hartmann-6, Levy-20,
+  Powell-50 and Rastrigin-100 (GSSBO paper Sec. 6.1). GP-UCB is the same pipeline with every
+  observation kept (``gssbo_buffer`` null): Matern-5/2, hyper-parameters by maximum likelihood at
+  every iteration, UCB with Srinivas et al.'s beta_t over the candidate set. Metrics: cumulative
+  regret and cumulative engine time (ask + tell calls only). Paper: T = 1000, n0 = 20, M ~ 100.
+* ``goucb``: GO-UCB vs BBKB vs GP-UCB (the engine's, hyper-parameters by issue 8) on the paper's
+  f1 (the 25-unit network with every weight 1, on [-5, 5]^20: realizable), Styblinski-Tang-20 and
+  Rastrigin-20 (GO-UCB paper Sec. 6.1).
+* ``table``: BBKB, BKB, GP-BUCB, GSSBO and GO-UCB side by side on the same problems.
+
+Every problem is a candidate set of ``--candidates`` scrambled-Sobol points (plus the known
+optimum; f1: Sobol only) with N(0, 0.01^2) observation noise; runs are sync and sequential
+unless the strategy batches (BBKB, GP-BUCB). The regret ratio is R_T / (T (f* - mean f)), i.e.
+relative to the uniform policy's expected regret. BLAS is pinned to one thread (``common``).
+
+Usage::
+
+    python benchmarks/literature.py --quick                  # smoke run, about a minute
+    python benchmarks/literature.py                          # every experiment, paper sizes
+    python benchmarks/literature.py --experiment gssbo --T 300 --seeds 2 --buffer 60 \\
+        --functions hartmann6 levy20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import common  # noqa: I001  (pins BLAS threads before numpy is imported)
+import numpy as np
+from scipy.stats import qmc
+
+from service.engine import Strategy
+from service.engine.goucb import Network
+from service.problems import Problem, function_problem
+
+NOISE_SD = 0.01
+FUNCTIONS = {"eggholder2": ("eggholder", 2), "hartmann6": ("hartmann6", 6),
+             "levy20": ("levy", 20), "powell50": ("powell", 52), "rastrigin100": ("rastrigin", 100),
+             "styblinski20": ("styblinski_tang", 20), "rastrigin20": ("rastrigin", 20)}
+EXPERIMENTS = {
+    "gssbo": (["eggholder2", "hartmann6", "levy20", "powell50", "rastrigin100"],
+              ["gssbo", "rssbo", "gp-ucb-ml"]),
+    "goucb": (["f1", "styblinski20", "rastrigin20"], ["go-ucb", "bbkb", "gp-ucb"]),
+    "table": (["hartmann6", "levy20", "styblinski20"],
+              ["bbkb", "bkb", "gp-bucb", "gssbo", "go-ucb"]),
+}
+
+
+@dataclass
+class Run:
+    problem: str
+    method: str
+    seed: int
+    regret: np.ndarray  # cumulative regret per step
+    seconds: np.ndarray  # cumulative engine seconds per step
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def paper_f1(dim: int, n: int, seed: int) -> Problem:
+    """GO-UCB's f1: f(x) = linear2(sigmoid(linear1(x))) with every weight and bias 1."""
+    X = qmc.scale(qmc.Sobol(dim, scramble=True, seed=seed).random(n), -5 * np.ones(dim),
+                  5 * np.ones(dim))
+    net = Network(dim, 25)
+    return Problem(f"f1_d{dim}", X, net.value(X, np.ones(net.size)), NOISE_SD)
+
+
+def make_problem(name: str, n: int, seed: int) -> Problem:
+    if name == "f1":
+        return paper_f1(20, n, seed)
+    fn, dim = FUNCTIONS[name]
+    return function_problem(fn, dim=dim, n_candidates=n, noise_sd=NOISE_SD, seed=seed)
+
+
+def engine_config(method: str, args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    gss = {"gssbo_initial": args.initial, "gssbo_buffer": args.buffer, "explore": args.explore}
+    table: dict[str, dict[str, Any]] = {
+        "gssbo": {"strategy": "gssbo", **gss},
+        "rssbo": {"strategy": "gssbo", **gss, "gssbo_selection": "random"},
+        "gp-ucb-ml": {"strategy": "gssbo", **gss, "gssbo_buffer": None},
+        "go-ucb": {"strategy": "go-ucb", "horizon": args.T, "goucb_beta": args.goucb_beta},
+        "bbkb": {"strategy": "bbkb"},
+        "bkb": {"strategy": "bkb"},
+        "gp-ucb": {"strategy": "gp-ucb"},
+        "gp-bucb": {"strategy": "gp-bucb"},
+    }
+    return {"mode": "sync", "seed": seed, "noise": NOISE_SD} | table[method]
+
+
+def simulate(problem: Problem, strategy: Strategy, steps: int, seed: int) -> Run:
+    """Sync loop: ask the rest of the batch, tell every value; engine time per step."""
+    rng = np.random.default_rng([seed, 4321])
+    arms: list[int] = []
+    seconds: list[float] = []
+    clock = 0.0
+    while len(arms) < steps:
+        started = time.perf_counter()
+        batch = strategy.ask(steps - len(arms))
+        values = [problem.observe(s.arm, rng) for s in batch]
+        for sel, value in zip(batch, values, strict=True):
+            strategy.tell(sel.t, value)
+        clock += time.perf_counter() - started  # objective calls are microseconds here
+        arms.extend(s.arm for s in batch)
+        seconds.extend([clock] * len(batch))
+    regret = np.cumsum(problem.best_value - problem.values[np.asarray(arms)])
+    return Run(problem.name, "", seed, regret, np.asarray(seconds))
+
+
+def ratio(run: Run, problem: Problem) -> float:
+    gap = problem.best_value - float(np.mean(problem.values))
+    return float(run.regret[-1] / (gap * len(run.regret)))
+
+
+def table_rows(runs: list[Run], problems: dict[str, Problem]) -> list[list[str]]:
+    rows = []
+    for (name, method) in dict.fromkeys((r.problem, r.method) for r in runs):
+        group = [r for r in runs if (r.problem, r.method) == (name, method)]
+        ratios = [ratio(r, problems[name]) for r in group]
+        secs = [r.seconds[-1] for r in group]
+        rows.append([name, method, str(len(group)), f"{np.mean([r.regret[-1] for r in group]):.4g}",
+                     f"{np.mean(ratios):.3f} +- {np.std(ratios):.3f}",
+                     f"{np.mean(secs):.1f}"])
+    return rows
+
+
+def plot(runs: list[Run], problems: dict[str, Problem], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(r.problem for r in runs))
+    fig, axes = plt.subplots(2, len(names), figsize=(4.2 * len(names), 7), squeeze=False)
+    for col, name in enumerate(names):
+        for method in dict.fromkeys(r.method for r in runs if r.problem == name):
+            group = [r for r in runs if (r.problem, r.method) == (name, method)]
+            steps = np.arange(1, len(group[0].regret) + 1)
+            common.band_plot(axes[0, col], steps, np.array([r.regret for r in group]), method)
+            common.band_plot(axes[1, col], steps, np.array([r.seconds for r in group]), method)
+        axes[0, col].set(title=name, ylabel="cumulative regret")
+        axes[1, col].set(xlabel="step t", ylabel="cumulative engine seconds")
+        axes[0, col].legend(fontsize=7)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="tiny sizes (smoke run)")
+    p.add_argument("--experiment", choices=[*EXPERIMENTS, "all"], default="all")
+    p.add_argument("--functions", nargs="+", help="override the experiment's problems")
+    p.add_argument("--methods", nargs="+", help="override the experiment's methods")
+    p.add_argument("--T", type=int, default=1000, help="steps per run")
+    p.add_argument("--candidates", type=int, default=2000)
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--initial", type=int, default=20, help="GSSBO n0")
+    p.add_argument("--buffer", type=int, default=100, help="GSSBO M")
+    p.add_argument("--explore", type=float, default=1.0, help="GSSBO / GP-UCB-ML width factor")
+    p.add_argument("--goucb-beta", type=float, default=1.0)
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "literature")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.T, args.candidates, args.seeds, args.initial, args.buffer = 40, 300, 1, 8, 16
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    experiments = list(EXPERIMENTS) if args.experiment == "all" else [args.experiment]
+    for experiment in experiments:
+        names, methods = EXPERIMENTS[experiment]
+        names, methods = args.functions or names, args.methods or methods
+        if args.quick:
+            names = names[:2]
+        problems = {n: make_problem(n, args.candidates, 0) for n in names}
+        runs: list[Run] = []
+        log = args.out / f"{experiment}_runs.jsonl"
+        for name in names:
+            problem = problems[name]
+            for method in methods:
+                for seed in range(args.seeds):
+                    strategy = Strategy(problem.candidates, engine_config(method, args, seed))
+                    run = simulate(problem, strategy, args.T, seed)
+                    run.problem, run.method = name, method
+                    runs.append(run)
+                    with log.open("a") as stream:
+                        stream.write(json.dumps({"problem": name, "method": method, "seed": seed,
+                                                 "T": args.T, "A": args.candidates,
+                                                 "regret": float(run.regret[-1]),
+                                                 "ratio": ratio(run, problem),
+                                                 "seconds": float(run.seconds[-1])}) + "\n")
+                    print(f"  {name} {method} seed {seed}: R_T {run.regret[-1]:.4g}, "
+                          f"ratio {ratio(run, problem):.3f}, {run.seconds[-1]:.1f} s",
+                          flush=True)
+        text = common.format_table(["problem", "method", "seeds", "R_T", "R_T / R_T(unif)",
+                                    "engine s"], table_rows(runs, problems))
+        header = (f"{experiment}: T = {args.T}, A = {args.candidates}, seeds = {args.seeds}, "
+                  f"n0 = {args.initial}, M = {args.buffer}, explore = {args.explore}, "
+                  f"goucb_beta = {args.goucb_beta}")
+        print(f"\n{header}\n{text}\n", flush=True)
+        (args.out / f"{experiment}_table.txt").write_text(f"{header}\n{text}\n")
+        plot(runs, problems, args.out / f"{experiment}.png")
+
+
+if __name__ == "__main__":
+    main()
