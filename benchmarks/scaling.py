@@ -138,16 +138,19 @@ def time_construction(problem: dict[str, Any],
                       job: Job) -> tuple[dict[str, Any], NystromPosterior]:
     """Timed constructions, each right after a GEMM-rate sample of the same machine load."""
     rows = min(job.block_rows, job.arms)
-    out: dict[str, list[float]] = {"seconds": [], "cpu_seconds": [], "gemm_flops": []}
+    out: dict[str, list[float]] = {"seconds": [], "cpu_seconds": [], "sys_seconds": [],
+                                   "gemm_flops": []}
     posterior: NystromPosterior | None = None
     while len(out["seconds"]) < job.repeats or (
             sum(out["seconds"]) < job.min_seconds and len(out["seconds"]) < 25):
         out["gemm_flops"].append(gemm_rate(rows, job.m))
         posterior = None  # free the previous timed posterior before the next construction
-        cpu, wall = time.process_time(), time.perf_counter()
+        cpu, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         posterior = NystromPosterior(**problem)
         out["seconds"].append(time.perf_counter() - wall)
-        out["cpu_seconds"].append(time.process_time() - cpu)
+        now = resource.getrusage(resource.RUSAGE_SELF)
+        out["sys_seconds"].append(now.ru_stime - cpu.ru_stime)
+        out["cpu_seconds"].append(now.ru_utime - cpu.ru_utime + out["sys_seconds"][-1])
     out["floor_seconds"] = [2.0 * job.arms * job.m**2 / r for r in out["gemm_flops"]]
     out["floor_ratio"] = [t / f for t, f in zip(out["seconds"], out["floor_seconds"], strict=True)]
     assert posterior is not None
@@ -233,6 +236,8 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     return {"A": job["arms"], "m": job["m"], "dim": mem["dim"],
             "t_med": float(np.median(con["seconds"])), "t_min": float(np.min(con["seconds"])),
             "cpu_med": float(np.median(con["cpu_seconds"])), "repeats": len(con["seconds"]),
+            "sys_med": float(np.median(con["sys_seconds"])),
+            "cpu_ratio": float(np.median(np.divide(con["cpu_seconds"], con["floor_seconds"]))),
             "gflops": float(np.median(con["gemm_flops"])) / 1e9,
             "floor": float(np.median(con["floor_seconds"])),
             "ratio": float(np.median(con["floor_ratio"])),
@@ -247,7 +252,8 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
             "load": (result["load_before"][0] + result["load_after"][0]) / 2}
 
 
-TIME_HEADER = "      A    m   m'  t_med(s)  t_min(s)  cpu(s)  n  GF/s  floor(s) ratio best load"
+TIME_HEADER = ("      A    m   m'  t_med(s)  t_min(s)  cpu(s)  sys(s)  n  GF/s  floor(s) ratio "
+               "best  cpu/fl load")
 STEP_HEADER = ("      A    m | start(ms) step(ms) select   add refresh | RSSd(GB) traced "
                "+prev(GB) load")
 
@@ -256,8 +262,9 @@ def format_rows(r: dict[str, Any]) -> tuple[str, str]:
     """The resparsification line and the step / memory line of one configuration."""
     key = f"{r['A']:>7.0e} {r['m']:>4d}"
     timing = (f"{key} {r['dim']:>4d} {r['t_med']:>9.3f} {r['t_min']:>9.3f} {r['cpu_med']:>7.2f} "
-              f"{r['repeats']:>2d} {r['gflops']:>5.1f} {r['floor']:>9.4f} {r['ratio']:>5.2f} "
-              f"{r['ratio_best']:>4.2f} {r['load']:>4.1f}")
+              f"{r['sys_med']:>7.2f} {r['repeats']:>2d} {r['gflops']:>5.1f} {r['floor']:>9.4f} "
+              f"{r['ratio']:>5.2f} {r['ratio_best']:>4.2f} {r['cpu_ratio']:>7.2f} "
+              f"{r['load']:>4.1f}")
     steps = (f"{key} | {r['start_ms']:>9.2f} {r['step_ms']:>8.3f} {r['select_ms']:>6.3f} "
              f"{r['pending_ms']:>5.3f} {r['refreshed']:>7.1f} | {r['rss_gb']:>8.3f} "
              f"{r['traced_gb']:>6.3f} {r['rss_prev_gb']:>9.3f} {r['load']:>4.1f}")
@@ -395,7 +402,9 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
     rows = [summarise(r) for r in results if "error" not in r]
     print(f"\nresparsification = NystromPosterior construction, d={args.d}, block_rows="
           f"{args.block_rows}; ratio = median over repeats of t / (2 A m^2 / GEMM rate measured "
-          "just before), best = t_min / floor at the best rate; load = 1-min load average")
+          "just before), best = t_min / floor at the best rate; cpu = user + sys time of the "
+          "process (all threads), sys = its kernel part (page faults), cpu/fl = median cpu / "
+          "floor (with one BLAS thread: the ratio on an unshared core); load = 1-min load average")
     print(TIME_HEADER)
     for row in rows:
         print(format_rows(row)[0])
