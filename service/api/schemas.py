@@ -217,13 +217,15 @@ class SummaryList(BaseModel):
 class StudyHistory(BaseModel):
     """Completed trials as columns, in completion order (compact at 10^5 trials).
 
-    ``regret`` is the simple regret ``f* - max_{s<=i} f(x_s)`` of the noiseless objective
-    against the study's best candidate, when the objective is a built-in one (data-set arms or
-    a test function); null otherwise.
+    Rows start at ``offset`` (a poller asks only for what it has not seen). When the objective
+    is a built-in one (data-set arms or a test function), ``noiseless`` is f at each trial's
+    candidate and ``optimum`` the best f over the study's candidates, so the simple regret after
+    i evaluations is ``|optimum - best of noiseless[:i]|``; both are null otherwise.
     """
 
+    offset: int = 0
     t: list[int]
     value: list[float]
     elapsed: list[float] = Field(description="Seconds from the study's creation to completion.")
+    noiseless: list[float] | None = None
     optimum: float | None = None
-    regret: list[float] | None = None

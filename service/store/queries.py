@@ -171,9 +171,10 @@ def study_summaries(session: Session, owner_id: int) -> list[tuple]:
         .group_by(Study.id).order_by(Study.id))]
 
 
-def completed_columns(session: Session, study_id: int) -> list[tuple]:
-    """(t, candidate, value, completed_at) of completed trials in completion order."""
+def completed_columns(session: Session, study_id: int, offset: int = 0) -> list[tuple]:
+    """(t, candidate, value, completed_at) of completed trials in completion order, from the
+    ``offset``-th on (completions are stamped under the study's lock, so they only append)."""
     return [tuple(r) for r in session.execute(
         select(Trial.t, Trial.candidate, Trial.value, Trial.completed_at)
         .where(Trial.study_id == study_id, Trial.status == "completed")
-        .order_by(Trial.completed_at, Trial.t))]
+        .order_by(Trial.completed_at, Trial.t).offset(offset))]

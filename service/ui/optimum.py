@@ -3,8 +3,8 @@
 The built-in objectives of ``workers.objectives`` have a known noiseless value at every
 candidate: ``dataset:<name>`` (arm i is row i of the data set, its value the rescaled target) and
 ``function:<name>`` (the negated test function at the candidate vector). Regret is BBKB's
-finite-arm regret (Calandriello et al. 2020, Sec. 2): against the best candidate of the study,
-``r_i = f(x*) - max_{s <= i} f(x_s)`` (simple regret after i evaluations).
+finite-arm regret (Calandriello et al. 2020, Sec. 2), against the best candidate of the study:
+after i evaluations, the simple regret is ``f(x*) - max_{s <= i} f(x_s)`` (maximising).
 """
 
 from __future__ import annotations
@@ -38,11 +38,3 @@ def noiseless_values(objective: str | None, n_candidates: int, dim: int,
     except (ValueError, KeyError):
         return None
     return None
-
-
-def simple_regret(values: np.ndarray, arms: np.ndarray, maximize: bool) -> tuple[float, np.ndarray]:
-    """The optimum over the candidates and ``r_i`` after each evaluation of ``arms`` (in order)."""
-    sign = 1.0 if maximize else -1.0
-    signed = sign * values
-    best = np.maximum.accumulate(signed[arms]) if len(arms) else np.zeros(0)
-    return float(sign * signed.max()), signed.max() - best

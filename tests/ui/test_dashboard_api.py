@@ -36,7 +36,7 @@ def test_history_is_columns_in_completion_order(database_url, tmp_path):
         sid = create_study(http, engine={"strategy": "uniform", "mode": "async",
                                          "batch_size": 4, "seed": 0})["id"]
         assert http.get(f"/v1/studies/{sid}/history").json() == {
-            "t": [], "value": [], "elapsed": [], "optimum": None, "regret": None}
+            "offset": 0, "t": [], "value": [], "elapsed": [], "noiseless": None, "optimum": None}
         done = run_trials(http, sid, 12, fail_every=5)
         history = http.get(f"/v1/studies/{sid}/history").json()
         completed = [t for t in done if t["status"] == "completed"]
@@ -45,7 +45,15 @@ def test_history_is_columns_in_completion_order(database_url, tmp_path):
         assert history["t"] != sorted(history["t"])
         assert history["value"] == [t["value"] for t in completed]
         assert history["elapsed"] == sorted(history["elapsed"]) and history["elapsed"][0] >= 0
-        assert history["optimum"] is None and history["regret"] is None
+        assert history["optimum"] is None and history["noiseless"] is None
+        # a poller asks only for the rows it has not seen
+        tail = http.get(f"/v1/studies/{sid}/history", params={"offset": 7}).json()
+        assert tail["offset"] == 7
+        assert (tail["t"], tail["value"]) == (history["t"][7:], history["value"][7:])
+        assert tail["elapsed"] == history["elapsed"][7:]
+        assert http.get(f"/v1/studies/{sid}/history?offset=99").json()["t"] == []
+        bad = http.get(f"/v1/studies/{sid}/history?offset=-1")
+        assert bad.status_code == 422 and bad.json()["field"] == "offset"
 
 
 def test_history_regret_of_dataset_arms(database_url, tmp_path):
@@ -59,12 +67,12 @@ def test_history_regret_of_dataset_arms(database_url, tmp_path):
         arms = np.array([t["candidate"] for t in done])
         f = problem.values
         assert history["optimum"] == pytest.approx(f.max())
-        expected = f.max() - np.maximum.accumulate(f[arms])  # noiseless, not the observed values
-        np.testing.assert_allclose(history["regret"], expected, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(history["noiseless"], f[arms], rtol=0, atol=1e-12)
+        assert history["noiseless"] != history["value"]  # f, not the noisy observations
         # the same objective on a candidate set that is not the data set: no regret
         other = create_study(http, name="not-abalone", objective="dataset:abalone")["id"]
         run_trials(http, other, 3)
-        assert http.get(f"/v1/studies/{other}/history").json()["regret"] is None
+        assert http.get(f"/v1/studies/{other}/history").json()["noiseless"] is None
 
 
 def test_history_regret_of_a_test_function_when_minimising(database_url, tmp_path):
@@ -73,14 +81,14 @@ def test_history_regret_of_a_test_function_when_minimising(database_url, tmp_pat
     with app_client(database_url, tmp_path) as http:
         sid = create_study(http, candidates=box.tolist(), objective="function:branin",
                            direction="minimize")["id"]
-        done = run_trials(http, sid, 10, value=lambda t: float(fn(box[t["candidate"]])))
+        done = run_trials(http, sid, 10, value=lambda t: float(fn.objective(box[t["candidate"]])))
         history = http.get(f"/v1/studies/{sid}/history").json()
         f = fn.objective(box)  # what the worker returns (negated branin), minimised here
         arms = np.array([t["candidate"] for t in done])
         assert history["optimum"] == pytest.approx(f.min())
-        np.testing.assert_allclose(history["regret"],
-                                   np.minimum.accumulate(f[arms]) - f.min(), atol=1e-9)
-        assert all(r >= 0 for r in history["regret"])
+        np.testing.assert_allclose(history["noiseless"], f[arms], atol=1e-9)
+        tail = http.get(f"/v1/studies/{sid}/history?offset=4").json()
+        np.testing.assert_allclose(tail["noiseless"], f[arms[4:]], atol=1e-9)
 
 
 def test_summaries_per_owner(database_url, tmp_path):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 
 from ...store import queries
 from ...store.models import Study
-from ...ui.optimum import noiseless_values, simple_regret
+from ...ui.optimum import noiseless_values
 from ..deps import OwnerDep, SessionDep, StudyId
 from ..schemas import StudyHistory, StudySummary, SummaryList
 from .studies import owned
@@ -34,21 +36,21 @@ def list_summaries(owner: OwnerDep, session: SessionDep) -> SummaryList:
 
 
 @router.get("/studies/{study_id}/history")
-def get_history(study_id: StudyId, owner: OwnerDep, session: SessionDep,
-                request: Request) -> StudyHistory:
-    """Completed trials as columns in completion order, with regret when f is known."""
+def get_history(study_id: StudyId, owner: OwnerDep, session: SessionDep, request: Request,
+                offset: Annotated[int, Query(ge=0, le=2**62)] = 0) -> StudyHistory:
+    """Completed trials as columns in completion order from ``offset`` on, with f where known."""
     study = owned(session, study_id, owner)
-    rows = queries.completed_columns(session, study_id)
+    rows = queries.completed_columns(session, study_id, offset)
     t, arms, value, done = (list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 4
     start = study.created_at
-    elapsed = [(d - start).total_seconds() for d in done]
+    history = StudyHistory(offset=offset, t=t, value=value,
+                           elapsed=[(d - start).total_seconds() for d in done])
     values = _noiseless(request, session, study)
-    if values is None:
-        return StudyHistory(t=t, value=value, elapsed=elapsed)
-    optimum, regret = simple_regret(values, np.asarray(arms, dtype=np.int64),
-                                    study.spec["direction"] == "maximize")
-    return StudyHistory(t=t, value=value, elapsed=elapsed, optimum=optimum,
-                        regret=regret.tolist())
+    if values is not None:
+        history.noiseless = values[np.asarray(arms, dtype=np.int64)].tolist()
+        history.optimum = float(values.max() if study.spec["direction"] == "maximize"
+                                else values.min())
+    return history
 
 
 def _noiseless(request: Request, session, study: Study) -> np.ndarray | None:  # type: ignore[no-untyped-def]

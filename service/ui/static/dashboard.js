@@ -187,6 +187,14 @@ function plot(svg, {x, y, kind, xLabel, yLabel, xFrom0 = false}) {
   svgEl(svg, "path", attributes);
 }
 
+// best[i] = the best of values[0..i]
+function runningBest(values, maximize) {
+  const best = new Array(values.length);
+  const better = maximize ? Math.max : Math.min;
+  for (let i = 0; i < values.length; i++) best[i] = i ? better(best[i - 1], values[i]) : values[i];
+  return best;
+}
+
 // ---------------------------------------------------------------- studies page
 
 function studiesPage() {
@@ -294,23 +302,32 @@ function studyPage(id) {
       n > trials.length ? `(${n}; the first ${trials.length} shown)` : `(${n})`;
   };
 
+  // Completed trials in completion order; only the rows not seen yet are fetched.
+  const history = {t: [], value: [], elapsed: [], noiseless: null, optimum: null};
   const refreshPlots = async () => {
-    const [history, batches] = await Promise.all([json(base + "/history"),
-                                                  json(base + "/batches")]);
+    const [more, batches] = await Promise.all([
+      json(`${base}/history?offset=${history.t.length}`), json(base + "/batches")]);
+    if (more.offset === history.t.length) {
+      for (const k of ["t", "value", "elapsed"]) history[k] = history[k].concat(more[k]);
+      if (more.noiseless !== null) {
+        history.noiseless = (history.noiseless || []).concat(more.noiseless);
+      }
+      history.optimum = more.optimum;
+    }
     const n = history.value.length;
+    const maximize = study.direction === "maximize";
     const evaluations = Array.from({length: n}, (_, i) => i + 1);
-    const best = new Array(n);
-    const better = study.direction === "maximize" ? Math.max : Math.min;
-    for (let i = 0; i < n; i++) best[i] = i ? better(best[i - 1], history.value[i]) : history.value[i];
     plot(document.getElementById("plot-best"),
-         {x: evaluations, y: best, kind: "line", xLabel: "evaluations", yLabel: "best value"});
+         {x: evaluations, y: runningBest(history.value, maximize), kind: "line",
+          xLabel: "evaluations", yLabel: "best value"});
     document.getElementById("figure-regret").hidden = history.optimum === null;
     if (history.optimum !== null) {
+      const regret = runningBest(history.noiseless, maximize)
+        .map((v) => Math.abs(history.optimum - v));
       document.getElementById("regret-caption").textContent =
         `simple regret vs evaluations (optimum ${fmt(history.optimum)})`;
       plot(document.getElementById("plot-regret"),
-           {x: evaluations, y: history.regret, kind: "line", xLabel: "evaluations",
-            yLabel: "regret"});
+           {x: evaluations, y: regret, kind: "line", xLabel: "evaluations", yLabel: "regret"});
     }
     const longest = n ? history.elapsed[n - 1] : 0;
     const [unit, scale] = longest > 7200 ? ["h", 3600] : longest > 120 ? ["min", 60] : ["s", 1];
