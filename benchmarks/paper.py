@@ -37,7 +37,9 @@ Choices the paper leaves open (defaults tuned with this script, T = 2000)
   epsilon = 0.1 and a batch of 30 like async-TS.
 * GP-UCB / GP-BUCB cost O(T^2 A); they stop at ``--exact-T`` (their t = T column is then empty).
   BKB resparsifies at every step (O(T A m^2)); ``--bkb-T`` optionally caps it the same way.
-* BLAS is pinned to one thread (see ``common``), so times are single-core times. Each finished
+* BLAS is pinned to one thread (see ``common``), so times are single-core times; ``s@2000`` /
+  ``total s`` are wall clock, ``cpu@2000`` / ``total cpu`` the process CPU time of the same engine
+  calls (load-robust on a shared machine; the load average is recorded). Each finished
   run is appended to ``<out>/runs.jsonl``; ``results.json``, ``table.txt`` and the PNGs are
   written at the end.
 
@@ -211,6 +213,8 @@ def summarise(group: list[tuple[RunSpec, RunResult]], problem: Problem, T: int,
     row |= {
         "mark_seconds": float(np.mean([r.mark_seconds for _, r in group])),
         "total_seconds": float(np.mean([r.engine_seconds for _, r in group])),
+        "mark_cpu_seconds": float(np.mean([r.mark_cpu_seconds for _, r in group])),
+        "total_cpu_seconds": float(np.mean([r.engine_cpu_seconds for _, r in group])),
         "batches": float(batches.mean()),
         "mean_batch_size": float(np.mean(spec.steps / batches)),
         "final_dictionary": float(np.mean([r.dictionary_sizes[-1] for _, r in group])),
@@ -236,7 +240,8 @@ def _interval(value: list[float] | None) -> str:
 def render_table(rows: list[dict[str, Any]], mark: int, T: int) -> str:
     """The printed table; the t = T column is dropped when T is the timing mark itself."""
     headers = ["dataset", "strategy", "ls", "lam", "expl", "C~", "q", "steps", f"RR@{mark}",
-               f"RR@{T}", f"s@{mark}", "total s", "batches", "mean bs", "dict"]
+               f"RR@{T}", f"s@{mark}", "total s", f"cpu@{mark}", "total cpu", "batches",
+               "mean bs", "dict"]
     lines = []
     for r in rows:
         no_dictionary = r["strategy"] in EXACT + ("uniform",)
@@ -245,6 +250,7 @@ def render_table(rows: list[dict[str, Any]], mark: int, T: int) -> str:
                       f"{r['explore']:g}", f"{r['threshold']:g}", f"{r['oversampling']:g}",
                       str(r["steps"]), _interval(r["ratio_mark"]), _interval(r["ratio_T"]),
                       f"{r['mark_seconds']:.2f}", f"{r['total_seconds']:.2f}",
+                      f"{r['mark_cpu_seconds']:.2f}", f"{r['total_cpu_seconds']:.2f}",
                       f"{r['batches']:.0f}", f"{r['mean_batch_size']:.1f}", dictionary])
     if T == mark:
         drop = headers.index(f"RR@{T}", headers.index(f"RR@{mark}") + 1)
@@ -330,6 +336,9 @@ def run_record(spec: RunSpec, result: RunResult, problem: Problem, mark: int) ->
     return asdict(spec) | {
         "engine_seconds": result.engine_seconds,
         "mark_seconds": None if math.isnan(result.mark_seconds) else result.mark_seconds,
+        "engine_cpu_seconds": result.engine_cpu_seconds,
+        "mark_cpu_seconds": (None if math.isnan(result.mark_cpu_seconds)
+                             else result.mark_cpu_seconds),
         "ratio_t": grid.tolist(), "ratio": ratio[grid - 1].tolist(),
         "regret_final": float(problem.regret(result.arms)[-1]),
         "batch_starts": result.batch_starts, "batch_sizes": result.batch_sizes,
@@ -344,15 +353,19 @@ def main(argv: list[str] | None = None) -> None:
     specs = run_specs(args)
     problems = {name: dataset_problem(name, noise_sd=NOISE_SD, standardize=True)
                 for name in args.datasets}
-    started = time.perf_counter()
+    load_before = os.getloadavg()
+    started, cpu_started = time.perf_counter(), time.process_time()
     results = execute(specs, problems, mark, args.out / "runs.jsonl")
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    load_after = os.getloadavg()
     groups = group_runs(results)
     rows = [summarise(g, problems[key[0]], args.T, mark) for key, g in groups.items()]
     table = render_table(rows, mark, args.T)
     print(table)
-    print(f"\n{len(specs)} runs in {wall:.1f} s wall time; engine times are single-thread "
-          f"(OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')})")
+    print(f"\n{len(specs)} runs in {wall:.1f} s wall time, {cpu:.1f} s CPU time; engine times "
+          f"are single-thread (OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}); "
+          f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after on "
+          f"{os.cpu_count()} CPUs")
     paths = [args.out / "table.txt"]
     paths[0].write_text(table + "\n")
     for dataset in args.datasets:
@@ -363,8 +376,9 @@ def main(argv: list[str] | None = None) -> None:
     raw = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
            "environment": {"python": platform.python_version(), "numpy": np.__version__,
                            "machine": platform.machine(), "cpus": os.cpu_count(),
-                           "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")},
-           "wall_seconds": wall, "summary": rows,
+                           "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+                           "loadavg_before": load_before, "loadavg_after": load_after},
+           "wall_seconds": wall, "cpu_seconds": cpu, "summary": rows,
            "runs": [run_record(s, r, problems[s.dataset], mark) for s, r in results]}
     # runs.jsonl holds the same per-run records, written as the runs finished
     paths.append(args.out / "results.json")
