@@ -174,3 +174,28 @@ def test_the_sdk_dispatches_and_waits(system):
         assert done.status == "done" and done.finished == 16
         values = [t.value for t in study.trials()]
         assert len(values) == 16 and None not in values
+
+
+def test_sigterm_lets_the_evaluation_in_progress_finish(system):
+    """A warm shutdown: the worker posts its result, exits 0, and nothing is evaluated twice."""
+    url = system["server"].url
+    _start_workers(system, 1, BBKB_TEST_DELAY="1.5")
+    sid = _study(url, "tests.workers.objective_fns:slow", lease_seconds=30.0)
+    httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 3, "parallelism": 1})
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["finished"] < 1:
+        assert time.monotonic() < deadline  # the worker is warm: the next job starts now
+        time.sleep(0.05)
+    time.sleep(0.4)  # inside the second 1.5 s evaluation
+    worker = system["workers"].pop()
+    worker.terminate()
+    assert worker.wait(timeout=30) == 0
+    done = [t for t in _trials(url, sid) if t["status"] == "completed"]
+    assert len(done) == 2  # the evaluation in progress was finished and posted
+    _start_workers(system, 1, BBKB_TEST_DELAY="0")
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] != "done":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    trials = _trials(url, sid)
+    assert [(t["status"], t["attempt"]) for t in trials] == [("completed", 1)] * 3  # 1st tries
