@@ -300,6 +300,8 @@ def fit(X: np.ndarray, y: np.ndarray, *, prior: Prior, rng: np.random.Generator,
 #: their number has grown by REFIT_GROWTH since the last fit (about log2(T / 10) fits in all).
 REFIT_MIN_OBSERVATIONS = 10
 REFIT_GROWTH = 2.0
+#: ... and at least this many distinct arms observed (the fit uses one mean value per arm).
+REFIT_MIN_ARMS = 20
 
 
 def refit_due(fitted_at: int, n_observed: int) -> bool:

@@ -31,7 +31,15 @@ from .errors import CandidateError, SelectionError
 from .exact import ExactPosterior
 from .goucb import GOUCBModel
 from .gssbo import GSSBOModel, ucb_beta
-from .hyperparameters import Hyperparameters, KernelState, Prior, fit, median_distance, refit_due
+from .hyperparameters import (
+    REFIT_MIN_ARMS,
+    Hyperparameters,
+    KernelState,
+    Prior,
+    fit,
+    median_distance,
+    refit_due,
+)
 from .kernels import Kernel, make_kernel
 from .normalize import choose_scaling
 from .nystrom import NystromPosterior
@@ -398,8 +406,11 @@ class Strategy:
     def _refit(self, b: int, start: int, dictionary: np.ndarray) -> KernelState:
         """Batch b's hyper-parameters: refit by marginal likelihood when the schedule says so.
 
-        Titsias' bound with the new dictionary (exact likelihood for GP-UCB / GP-BUCB) on the
-        observations folded in at this opening, from the last fit's values.
+        Titsias' bound with the new dictionary (exact likelihood for GP-UCB / GP-BUCB), from
+        the last fit's values, on the mean value of each distinct observed arm: UCB pulls its
+        best arms many times, and with the replicates the noise would be pinned at the
+        observation noise and the lengthscale shrunk until the arms' means are interpolated;
+        one value per arm lets the noise term absorb what no smooth function explains.
         """
         cfg, current = self.config, self._hyper
         if cfg.hyperparameters == "fixed" or cfg.strategy in ("uniform", *_LITERATURE):
@@ -408,8 +419,10 @@ class Strategy:
         n = int(np.count_nonzero(observed))
         if not refit_due(current.fitted_at, n):
             return current
-        arms = self._records.arm[:start][observed]
-        values = self._records.value[:start][observed]
+        arms, counts, sums = self._counts(observed)
+        if len(arms) < REFIT_MIN_ARMS:
+            return current
+        values = sums / counts
         exact = cfg.strategy in _EXACT or len(dictionary) == 0
         last = None
         if current.variance is not None and current.noise is not None:
