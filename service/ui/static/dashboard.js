@@ -115,11 +115,12 @@ function cell(row, text, className) {
 
 // ---------------------------------------------------------------- SVG plots
 
-function niceTicks(lo, hi, count = 5) {
+function niceTicks(lo, hi, count = 5, integer = false) {
   const span = hi - lo;
   const raw = span / count;
   const step10 = Math.pow(10, Math.floor(Math.log10(raw)));
-  const step = [1, 2, 5, 10].map((m) => m * step10).find((s) => span / s <= count) || 10 * step10;
+  const nice = [1, 2, 5, 10].map((m) => m * step10).find((s) => span / s <= count) || 10 * step10;
+  const step = integer ? Math.max(1, nice) : nice;
   const ticks = [];
   for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
     ticks.push(Math.abs(v) < step * 1e-9 ? 0 : v);
@@ -146,7 +147,8 @@ function extent(values, padFraction) {
 
 // One path per series: "line" (one vertex per point), "dots" (M x y h0 per point),
 // "bars" (M x y0 V y per point). Each path carries data-points = its number of points.
-function plot(svg, {x, y, kind, xLabel, yLabel, xFrom0 = false}) {
+// integerX: ticks on whole numbers only (evaluations, batches).
+function plot(svg, {x, y, kind, xLabel, yLabel, xFrom0 = false, integerX = true}) {
   svg.replaceChildren();
   const W = 480, H = 240, L = 58, R = 14, T = 10, B = 40;
   if (!x.length) {
@@ -163,7 +165,7 @@ function plot(svg, {x, y, kind, xLabel, yLabel, xFrom0 = false}) {
     svgEl(svg, "line", {x1: L, x2: W - R, y1: sy(t), y2: sy(t), class: "grid"});
     svgEl(svg, "text", {x: L - 6, y: sy(t) + 4, "text-anchor": "end"}, fmt(t));
   }
-  for (const t of niceTicks(x0, x1, 6)) {
+  for (const t of niceTicks(x0, x1, 6, integerX)) {
     svgEl(svg, "line", {x1: sx(t), x2: sx(t), y1: H - B, y2: H - B + 4, class: "axis"});
     svgEl(svg, "text", {x: sx(t), y: H - B + 16, "text-anchor": "middle"}, fmt(t));
   }
@@ -180,11 +182,11 @@ function plot(svg, {x, y, kind, xLabel, yLabel, xFrom0 = false}) {
     else if (kind === "dots") parts[i] = "M" + px + " " + py + "h0";
     else parts[i] = "M" + px + " " + base.toFixed(1) + "V" + py;
   }
-  const attributes = {d: parts.join(""), class: "series " + kind, "data-points": x.length};
-  if (kind === "bars") {
-    attributes["stroke-width"] = Math.max(1, Math.min(24, 0.7 * (W - L - R) / (x1 - x0))).toFixed(1);
+  const path = svgEl(svg, "path", {d: parts.join(""), class: "series " + kind,
+                                   "data-points": x.length});
+  if (kind === "bars") {  // as wide as 70% of the space between bars (a style beats the CSS)
+    path.style.strokeWidth = Math.max(1, Math.min(24, 0.7 * (W - L - R) / (x1 - x0)));
   }
-  svgEl(svg, "path", attributes);
 }
 
 // best[i] = the best of values[0..i]
@@ -333,7 +335,8 @@ function studyPage(id) {
     const [unit, scale] = longest > 7200 ? ["h", 3600] : longest > 120 ? ["min", 60] : ["s", 1];
     plot(document.getElementById("plot-values"),
          {x: history.elapsed.map((s) => s / scale), y: history.value, kind: "dots",
-          xLabel: `time since the study was created (${unit})`, yLabel: "value", xFrom0: true});
+          xLabel: `time since the study was created (${unit})`, yLabel: "value", xFrom0: true,
+          integerX: false});
     const b = batches.batches;
     plot(document.getElementById("plot-batch-size"),
          {x: b.map((r) => r.index), y: b.map((r) => r.size), kind: "bars", xLabel: "batch",
