@@ -14,11 +14,14 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from . import trials
+from .engine import EngineConfig
 from .runtime import Runtimes
 from .store.database import transaction
 from .store.models import Study, Trial, utcnow
@@ -26,10 +29,24 @@ from .store.models import Study, Trial, utcnow
 log = logging.getLogger("bbkb.dispatch")
 QUEUE = "bbkb"
 PREFIX = "rq-"
+#: A trial handed out this recently may not be enqueued yet (the enqueue follows the commit):
+#: repair leaves it alone, so that another server process does not enqueue it a second time.
+REPAIR_GRACE_SECONDS = 10.0
 
 
 def job_id(trial: Trial) -> str:
     return f"bbkb-{trial.study_id}-{trial.id}-{trial.attempt}"
+
+
+def _counts(session: Session, study_id: int) -> tuple[int, int]:
+    """(running on Redis workers, finished) suggested trials of the study."""
+    in_flight = session.scalar(select(func.count()).where(
+        Trial.study_id == study_id, Trial.status == "running",
+        Trial.worker_id.like(f"{PREFIX}%")))
+    done = session.scalar(select(func.count()).where(
+        Trial.study_id == study_id, Trial.kind == "suggested",
+        Trial.status.in_(("completed", "failed", "abandoned"))))
+    return int(in_flight or 0), int(done or 0)
 
 
 class Dispatcher:
@@ -52,6 +69,8 @@ class Dispatcher:
 
     def top_up(self, study_id: int) -> int:
         """Enqueue jobs until the study's in-flight count reaches its target; returns how many."""
+        if not self._due(study_id):
+            return 0
         handed = self.runtimes.mutate(study_id, None, self._ask)
         for payload, timeout in handed:
             self._enqueue(payload, timeout)
@@ -61,14 +80,24 @@ class Dispatcher:
         self.queue.enqueue("workers.job.evaluate_trial", payload, job_id=payload["job_id"],
                            job_timeout=timeout, result_ttl=600, failure_ttl=3600)
 
+    def _due(self, study_id: int) -> bool:
+        """Whether a top-up can change anything, read without the study's lock: an idle pass
+        must not bump the study's version, which makes every other server process rebuild its
+        engine from the database. Only async mode can tell (sync asks to learn it is waiting)."""
+        with transaction(self.sessions) as session:
+            study = session.get(Study, study_id)
+            if study is None or (study.dispatch or {}).get("status") != "running":
+                return False
+            plan, spec = study.dispatch, study.spec
+            in_flight, done = _counts(session, study_id)
+        if int(plan.get("n_evaluations", 0)) - done - in_flight <= 0:
+            return in_flight == 0  # then the top-up marks the dispatch done
+        return (EngineConfig.from_dict(spec["engine"]).mode == "sync"
+                or in_flight < int(plan.get("parallelism", 1)))
+
     def _ask(self, session, runtime, study) -> list[tuple[dict, int]]:  # type: ignore[no-untyped-def]
         plan = study.dispatch or {}
-        in_flight = session.scalar(select(func.count()).where(
-            Trial.study_id == study.id, Trial.status == "running",
-            Trial.worker_id.like(f"{PREFIX}%")))
-        done = session.scalar(select(func.count()).where(
-            Trial.study_id == study.id, Trial.kind == "suggested",
-            Trial.status.in_(("completed", "failed", "abandoned"))))
+        in_flight, done = _counts(session, study.id)
         budget = int(plan.get("n_evaluations", 0)) - done - in_flight
         if budget <= 0 and in_flight == 0:
             study.dispatch = {**plan, "status": "done"}
@@ -97,7 +126,8 @@ class Dispatcher:
         with transaction(self.sessions) as session:
             running = session.scalars(select(Trial).where(
                 Trial.study_id == study_id, Trial.status == "running",
-                Trial.worker_id.like(f"{PREFIX}%"))).all()
+                Trial.worker_id.like(f"{PREFIX}%"),
+                Trial.started_at < utcnow() - timedelta(seconds=REPAIR_GRACE_SECONDS))).all()
             missing = [t for t in running if not Job.exists(job_id(t), connection=self.redis)]
             if not missing:
                 return 0

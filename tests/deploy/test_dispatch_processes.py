@@ -1,0 +1,85 @@
+"""Two server processes' dispatchers on one PostgreSQL database and one Redis, as in the compose
+deployment (several uvicorn workers, several api replicas). Each "process" is an app with its
+own engine cache and Dispatcher; their background threads are not started, so the passes run
+in the order the test chooses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from redis import Redis
+from rq import Queue
+from sqlalchemy import text
+
+from service.api.app import create_app
+from service.dispatch import QUEUE
+from service.processes import RedisProcess
+from service.settings import Settings
+from service.store.database import transaction
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    server = RedisProcess().start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
+def servers(pg_database_url, redis_url, tmp_path):  # type: ignore[no-untyped-def]
+    settings = Settings(database_url=pg_database_url, redis_url=redis_url, auth="none",
+                        data_dir=tmp_path)
+    a, b = create_app(settings), create_app(settings)
+    client = TestClient(a)  # no `with`: the reaper and dispatcher threads stay off
+    body = {"name": "two", "candidates": np.random.default_rng(0).random((50, 2)).tolist(),
+            "objective": "function:branin", "engine": {"strategy": "bbkb", "seed": 0}}
+    sid = client.post("/v1/studies", json=body).json()["id"]
+    r = client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": 6, "parallelism": 2})
+    assert r.status_code == 200, r.text
+    return a, b, client, sid, Queue(QUEUE, connection=Redis.from_url(redis_url))
+
+
+def _sql(app, statement: str, **params):  # type: ignore[no-untyped-def]
+    with transaction(app.state.sessions) as session:
+        result = session.execute(text(statement), params)
+        return result.all() if result.returns_rows else []
+
+
+def _version(app, sid: int) -> int:  # type: ignore[no-untyped-def]
+    return _sql(app, "SELECT version FROM studies WHERE id = :sid", sid=sid)[0][0]
+
+
+def test_idle_passes_leave_the_study_alone_in_every_process(servers):
+    a, b, client, sid, queue = servers
+    assert a.state.dispatcher.top_up(sid) == 2  # parallelism 2
+    version = _version(a, sid)
+    for dispatcher in (b.state.dispatcher, a.state.dispatcher, b.state.dispatcher):
+        assert dispatcher.top_up(sid) == 0
+    assert _version(a, sid) == version  # no new version: no engine rebuild anywhere
+    assert sid not in b.state.runtimes._cache  # b never loaded the engine
+    assert queue.count == 2
+
+    trial_id = _sql(a, "SELECT id FROM trials WHERE study_id = :sid ORDER BY id", sid=sid)[0][0]
+    r = client.post(f"/v1/studies/{sid}/trials/{trial_id}/complete", json={"value": 1.0})
+    assert r.status_code == 200, r.text
+    assert b.state.dispatcher.top_up(sid) == 1  # a result came in: one slot is free again
+    assert queue.count == 3
+
+
+def test_repair_does_not_enqueue_a_trial_another_process_is_enqueuing(servers):
+    a, b, _, sid, queue = servers
+    handed = a.state.runtimes.mutate(sid, None, a.state.dispatcher._ask)  # committed, and
+    assert len(handed) == 2 and queue.count == 0                           # not enqueued yet
+    assert b.state.dispatcher.repair(sid) == 0  # too recent to be missing
+    for payload, timeout in handed:  # process a goes on: enqueues after its commit
+        a.state.dispatcher._enqueue(payload, timeout)
+    assert queue.count == 2
+
+    queue.connection.flushall()  # now the jobs are really lost, and the trials are older
+    _sql(a, "UPDATE trials SET started_at = started_at - interval '1 minute'")
+    assert b.state.dispatcher.repair(sid) == 2
+    assert a.state.dispatcher.repair(sid) == 0  # b put them back: not enqueued twice
+    assert sorted(queue.job_ids) == sorted(p["job_id"] for p, _ in handed)
