@@ -144,6 +144,11 @@ def test_keys_mode_asks_for_the_key_sorts_and_isolates_owners(server_factory, tm
     page.goto(f"{server.url}/ui/?poll=300")
     page.wait_for_selector("#key-form:not([hidden])")
     assert "needs an API key" in page.text_content("#message")
+    page.fill("#key-input", "bbkb_not-a-key")
+    page.click("#key-form button")
+    page.wait_for_function("() => document.querySelector('#message').textContent"
+                           ".includes('was refused')")
+    assert page.eval_on_selector_all("#studies tbody tr", "rows => rows.length") == 0
     page.fill("#key-input", alice)
     page.click("#key-form button")
     page.wait_for_selector("#studies tbody tr")
