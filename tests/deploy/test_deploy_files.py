@@ -5,8 +5,10 @@ deployment relies on (non-root, no compilers at run time, one BLAS thread, migra
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -100,3 +102,41 @@ def test_migrations_run_first_and_the_state_is_kept_healthy():
     assert compose_config(BBKB_WORKER_REPLICAS="5")["services"]["worker"]["deploy"][
         "replicas"] == 5
 
+
+
+def _build_context(target: Path) -> Path:
+    """The files `docker build .` sends: .dockerignore is `*` then `!path` for what is kept."""
+    target.mkdir()
+    lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()]
+    assert lines[lines.index("*") + 1].startswith("!")  # everything else is left out
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.db", "*.db-wal", "*.db-shm")
+    for kept in (line[1:].rstrip("/") for line in lines if line.startswith("!")):
+        source = ROOT / kept
+        if source.is_dir():
+            shutil.copytree(source, target / kept, ignore=skip)
+        else:
+            shutil.copy2(source, target / kept)
+    return target
+
+
+def test_the_build_context_holds_what_the_image_installs(tmp_path):
+    """The Dockerfile's COPY sources are in the context, and `pip install .` there gives the
+    migrations, data sets, dashboard files and the bbkb command the processes need."""
+    context = _build_context(tmp_path / "context")
+    for copy in dockerfile_stages()[0].all("COPY"):
+        *sources, _ = copy.split()
+        assert all((context / source).exists() for source in sources), copy
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                          str(tmp_path / "dist"), str(context)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    (wheel,) = (tmp_path / "dist").glob("bbkb_service-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = next(archive.read(n).decode() for n in names
+                            if n.endswith(".dist-info/entry_points.txt"))
+    versions = {p.name for p in (ROOT / "migrations" / "versions").glob("[0-9]*.py")}
+    assert versions and {f"migrations/versions/{v}" for v in versions} <= names
+    assert {"migrations/script.py.mako", "service/problems/data/abalone.csv.gz",
+            "service/problems/data/cadata.csv.gz", "service/ui/static/dashboard.js",
+            "workers/job.py", "client/__init__.py"} <= names
+    assert "bbkb = service.cli:main" in entry_points
