@@ -8,11 +8,13 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 import migrations
 
 SCRIPTS = Path(migrations.__file__).parent
+#: Advisory lock key of schema migrations (study locks use the study id, a positive int32).
+MIGRATION_LOCK = -0x6B626B62
 
 
 def alembic_config() -> Config:
@@ -46,6 +48,9 @@ def _migrate(engine: Engine, step, revision: str) -> None:  # type: ignore[no-un
     On SQLite, foreign keys are switched off for the migration: Alembic's batch mode rebuilds a
     table by copying it and dropping the original, and with foreign keys on, dropping
     ``studies`` would cascade to every trial. The pragma only works outside a transaction.
+    On PostgreSQL, an advisory lock makes processes that start together (uvicorn workers, api
+    replicas) migrate one at a time: the later ones then find the schema current (SQLite's
+    ``BEGIN IMMEDIATE`` does the same).
     """
     config = alembic_config()
     with engine.connect() as conn:
@@ -54,6 +59,8 @@ def _migrate(engine: Engine, step, revision: str) -> None:  # type: ignore[no-un
             conn.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")
         try:
             with conn.begin():
+                if conn.dialect.name == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
                 config.attributes["connection"] = conn
                 step(config, revision)
         finally:

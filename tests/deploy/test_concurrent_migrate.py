@@ -1,0 +1,32 @@
+"""Several processes starting at once on an empty database (`bbkb serve --workers N`
+with the default BBKB_AUTO_MIGRATE=true, or api replicas) each upgrade the schema: only one may
+run the migrations, the others must wait and then find the schema current."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from service.store.database import make_engine
+from service.store.migrate import current, head
+
+START_UP = """
+import sys, time
+from service.store.database import make_engine
+from service.store.migrate import ensure_schema
+engine = make_engine(sys.argv[1])
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # all processes upgrade together
+ensure_schema(engine)
+"""
+
+
+def test_simultaneous_start_ups_migrate_an_empty_database_once(database_url):
+    at = time.time() + 8  # after every process has imported
+    procs = [subprocess.Popen([sys.executable, "-c", START_UP, database_url, str(at)],
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    failures = [err for p in procs for err in [p.communicate(timeout=120)[1]] if p.returncode]
+    assert failures == []
+    engine = make_engine(database_url)
+    assert current(engine) == head()
+    engine.dispose()
