@@ -432,6 +432,8 @@ class Strategy:
                      inducing=None if exact else self._normalized[dictionary], start=last,
                      restarts=2 if last is None else 0, max_points=500 if exact else 2000)
         fitted = result.hyperparameters
+        if not result.significant:  # the values look like white noise: keep the lengthscale
+            return KernelState(current.lengthscale, cfg.lam, current.variance, current.noise, n)
         return KernelState(fitted.lengthscale, cfg.lam, fitted.variance, fitted.noise, n)
 
     def _components(self, b: int, start: int) -> tuple[Selector, StoppingRule]:

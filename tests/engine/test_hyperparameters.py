@@ -81,6 +81,17 @@ def test_fit_recovers_a_known_lengthscale_within_a_factor_two(true_lengthscale, 
     assert result.hyperparameters.noise < 0.1 * result.hyperparameters.variance
 
 
+def test_white_noise_is_not_significant_and_a_smooth_function_is():
+    rng = np.random.default_rng(5)
+    X = rng.random((40, 3))
+    prior = Prior(lengthscale=median_distance(X, rng))
+    noise = fit(X, rng.standard_normal(40), prior=prior, rng=np.random.default_rng(0))
+    smooth = fit(X, np.sin(4.0 * X[:, 0]) + 0.01 * rng.standard_normal(40), prior=prior,
+                 rng=np.random.default_rng(0))
+    assert not noise.significant and noise.evidence < 3.0
+    assert smooth.significant and smooth.evidence > 30.0
+
+
 def test_fit_stays_within_bounds_and_is_deterministic():
     X, y = _data(n=80, d=2)
     prior = Prior(lengthscale=0.5, span=3.0)

@@ -1,0 +1,155 @@
+"""Automatic kernel hyper-parameters (issue 8) against a sweep of fixed bandwidths.
+
+Global-BBKB with the paper script's defaults (lam = 1, explore = 0.1, C~ = 2, q-bar = 8, xi = 0.01,
+delta = 1e-4, sync protocol; ``paper.py``), on Abalone and Cadata (every row an arm, target rescaled
+to [0, 1]) and on test functions discretised into 2000 Sobol candidates (values min-max rescaled
+to [0, 1], the same N(0, 0.01^2) noise):
+
+* ``auto``: the engine's default. It gets the RAW features (no z-scoring by the benchmark); the
+  engine z-scores them, starts from the median-distance lengthscale and refits it by maximising
+  Titsias' bound at batch openings on a doubling schedule.
+* ``auto-ard``: the same with one lengthscale per dimension.
+* ``ls=L``: the lengthscale fixed at L on z-scored features (``normalize="zscore"``), for each L
+  of ``--lengthscales``: the bandwidth sweep a user would otherwise have to run with held-out data.
+
+Metric: regret ratio R_t / R_t^unif at t = 2000 and t = T (mean over seeds), engine seconds
+(ask/tell only). The last table compares auto with the best fixed bandwidth per problem and
+horizon: ``auto / best - 1`` (target: within +10%) and the extra engine time of auto over the
+best fixed run.
+
+Usage::
+
+    python benchmarks/hyperparameters.py --quick          # T = 500, 1 seed, < 1 min
+    nice -n 10 python benchmarks/hyperparameters.py --T 2000 --seeds 5
+    nice -n 10 python benchmarks/hyperparameters.py --T 10000 --seeds 3 --problems abalone cadata
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import common  # first: pins BLAS to one thread before numpy loads
+import numpy as np
+
+from service.engine import Strategy
+from service.problems import Problem, dataset_problem
+from service.problems.functions import function_problem
+
+NOISE_SD = 0.01
+DATASETS = ("abalone", "cadata")
+FUNCTIONS = {"branin": 2, "hartmann6": 6, "levy": 4}
+PAPER = dict(strategy="bbkb", stopping_rule="global", lam=1.0, noise=NOISE_SD, rkhs_bound=1.0,
+             delta=1e-4, batch_threshold=2.0, oversampling=8.0, explore=0.1, mode="sync")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="T = 500, 1 seed, two problems")
+    p.add_argument("--problems", nargs="+", default=[*DATASETS, *FUNCTIONS],
+                   choices=[*DATASETS, *FUNCTIONS])
+    p.add_argument("--T", type=int, default=2000)
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--lengthscales", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0, 8.0, 16.0])
+    p.add_argument("--no-ard", action="store_true", help="skip the auto-ard configuration")
+    p.add_argument("--only", nargs="+", default=None, metavar="CONFIG",
+                   help="run only these configurations (e.g. auto ls=4)")
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "hyper")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.T, args.seeds, args.problems = 500, 1, ["abalone", "branin"]
+        args.lengthscales = [2.0, 4.0, 8.0]
+    return args
+
+
+def raw_problem(name: str) -> Problem:
+    """Raw (unscaled) candidates, values rescaled to [0, 1]."""
+    if name in DATASETS:
+        return dataset_problem(name, noise_sd=NOISE_SD, standardize=False)
+    base = function_problem(name, dim=FUNCTIONS[name], n_candidates=2000, seed=0)
+    v = base.values
+    return Problem(base.name, base.candidates, (v - v.min()) / (v.max() - v.min()), NOISE_SD)
+
+
+def configurations(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    configs: dict[str, dict[str, Any]] = {"auto": {}}
+    if not args.no_ard:
+        configs["auto-ard"] = {"ard": True}
+    for ls in args.lengthscales:
+        configs[f"ls={ls:g}"] = {"kernel": {"name": "rbf", "lengthscale": ls},
+                                 "normalize": "zscore"}
+    if args.only:
+        configs = {k: v for k, v in configs.items() if k in args.only}
+    return configs
+
+
+def run_one(problem: Problem, config: dict[str, Any], T: int, seed: int) -> dict[str, Any]:
+    strategy = Strategy(problem.candidates, **(PAPER | config | {"seed": seed}))
+    rng = np.random.default_rng([seed, 12345])  # observation noise, as in paper.py
+    mark = min(2000, T)
+    result = common.simulate(problem, strategy, T, mark, rng)
+    ratio = common.regret_ratio(problem, result.arms)
+    final = strategy.hyperparameters
+    return {"ratio_mark": float(ratio[mark - 1]), "ratio_T": float(ratio[T - 1]),
+            "mark_seconds": result.mark_seconds, "seconds": result.engine_seconds,
+            "batches": len(result.batch_sizes), "dictionary": result.dictionary_sizes[-1],
+            "lengthscale": [round(v, 3) for v in final.lengthscale],
+            "fits": len({b.hyperparameters["fitted_at"] for b in strategy.batches}) - 1}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    configs = configurations(args)
+    mark = min(2000, args.T)
+    rows, records = [], []
+    started = time.perf_counter()
+    for name in args.problems:
+        problem = raw_problem(name)
+        for label, config in configs.items():
+            runs = [run_one(problem, config, args.T, seed) for seed in range(args.seeds)]
+            mean = {k: float(np.mean([r[k] for r in runs]))
+                    for k in ("ratio_mark", "ratio_T", "mark_seconds", "seconds", "batches",
+                              "dictionary", "fits")}
+            ls = runs[0]["lengthscale"]
+            records.append({"problem": name, "config": label, **mean, "runs": runs})
+            rows.append([name, label, f"{mean['ratio_mark']:.4f}", f"{mean['ratio_T']:.4f}",
+                         f"{mean['mark_seconds']:.2f}", f"{mean['seconds']:.2f}",
+                         f"{mean['batches']:.0f}", f"{mean['dictionary']:.0f}",
+                         f"{mean['fits']:.1f}",
+                         f"{ls[0]:.2f}" if len(ls) == 1 else f"{min(ls):.2f}..{max(ls):.2f}"])
+            print(" ".join(rows[-1]), flush=True)
+    headers = ["problem", "config", f"RR@{mark}", f"RR@{args.T}", f"s@{mark}", "total s",
+               "batches", "dict", "fits", "final ls (seed 0)"]
+    table = common.format_table(headers, rows)
+    summary = render_summary(records, args.T, mark)
+    print(f"\nT = {args.T}, {args.seeds} seed(s), {time.perf_counter() - started:.0f} s wall\n")
+    print(table + "\n\n" + summary)
+    args.out.joinpath(f"table_T{args.T}.txt").write_text(table + "\n\n" + summary + "\n")
+    (args.out / f"results_T{args.T}.json").write_text(json.dumps(
+        {"args": {k: str(v) for k, v in vars(args).items()}, "records": records}, indent=1))
+
+
+def render_summary(records: list[dict[str, Any]], T: int, mark: int) -> str:
+    """auto vs the best fixed bandwidth of the sweep, per problem and horizon."""
+    rows = []
+    for name in dict.fromkeys(r["problem"] for r in records):
+        mine = {r["config"]: r for r in records if r["problem"] == name}
+        fixed = {k: v for k, v in mine.items() if k.startswith("ls=")}
+        for key, t in (("ratio_mark", mark), ("ratio_T", T))[: 1 if T == mark else 2]:
+            best = min(fixed, key=lambda k: fixed[k][key])
+            for auto in (k for k in mine if k.startswith("auto")):
+                rel = mine[auto][key] / fixed[best][key] - 1.0
+                extra = mine[auto]["seconds"] - fixed[best]["seconds"]
+                rows.append([name, str(t), auto, f"{mine[auto][key]:.4f}", best,
+                             f"{fixed[best][key]:.4f}", f"{100 * rel:+.1f}%",
+                             "yes" if rel <= 0.10 else "NO", f"{extra:+.2f}"])
+    return common.format_table(["problem", "t", "auto", "RR", "best fixed", "RR", "auto/best-1",
+                                "<=10%", "extra s (total)"], rows)
+
+
+if __name__ == "__main__":
+    main()
