@@ -22,7 +22,8 @@ class StudyCreate(BaseModel):
 
     ``engine`` holds the optimiser's configuration (keys of ``service.engine.EngineConfig``:
     strategy, kernel, lam, noise, rkhs_bound, delta, batch_threshold, oversampling,
-    stopping_rule, explore, mode, min_parallelism, batch_size, epsilon, seed).
+    stopping_rule, explore, mode, min_parallelism, batch_size, epsilon, seed, hyperparameters,
+    normalize, ard).
     """
 
     model_config = ConfigDict(extra="forbid")

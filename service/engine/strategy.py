@@ -382,7 +382,9 @@ class Strategy:
 
     def _prior_lengthscale(self) -> float:
         """Median pairwise distance of a seeded subsample of the normalised candidates."""
-        return median_distance(self._normalized, self._rng(STREAM_HYPER, 0))
+        if not hasattr(self, "_median"):  # O(1000^2 d) once per object
+            self._median = median_distance(self._normalized, self._rng(STREAM_HYPER, 0))
+        return self._median
 
     def _install_kernel(self, state: KernelState) -> None:
         """Kernel, lam and engine view of the candidates for ``state`` (ARD: columns rescaled
