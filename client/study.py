@@ -11,6 +11,8 @@ from service.api.schemas import (
     BatchList,
     BatchPublic,
     CompleteRequest,
+    DispatchComplete,
+    DispatchCompleted,
     DispatchRequest,
     DispatchStatus,
     FailRequest,
@@ -178,6 +180,15 @@ class Study:
                                objective=objective, job_timeout=job_timeout)
         return DispatchStatus.model_validate(self.client.request(
             "POST", self._path("/dispatch"), json=body.model_dump(exclude_none=True)).json())
+
+    def complete_dispatched(self, trial_id: int, value: float, worker_id: str, *,
+                            next: bool = True) -> DispatchCompleted:
+        """A dispatch worker's result, and with ``next`` the study's next trial for the same
+        worker (or None when the dispatch is done, paused, or its parallelism is reached).
+        Safe to retry: a repeated value is a no-op and the same worker gets the same trial."""
+        body = DispatchComplete(trial_id=trial_id, value=value, worker_id=worker_id, next=next)
+        return DispatchCompleted.model_validate(self.client.request(
+            "POST", self._path("/dispatch/complete"), json=body.model_dump()).json())
 
     def dispatch_status(self) -> DispatchStatus:
         return DispatchStatus.model_validate(

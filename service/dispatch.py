@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -22,7 +22,9 @@ from sqlalchemy.orm import Session
 
 from . import trials
 from .engine import EngineConfig
+from .errors import Invalid
 from .runtime import Runtimes
+from .store import queries
 from .store.database import transaction
 from .store.models import Study, Trial, utcnow
 
@@ -36,6 +38,17 @@ REPAIR_GRACE_SECONDS = 10.0
 
 def job_id(trial: Trial) -> str:
     return f"bbkb-{trial.study_id}-{trial.id}-{trial.attempt}"
+
+
+def payload(runtime, trial: Trial, plan: dict[str, Any]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """What a worker needs to evaluate a trial (schemas.DispatchJob)."""
+    return {"study_id": trial.study_id, "trial_id": trial.id, "worker_id": trial.worker_id,
+            "candidate": trial.candidate,
+            "vector": runtime.candidates[trial.candidate].tolist(),
+            "parameters": runtime.parameters(trial.candidate),
+            "objective": plan["objective"], "job_id": trial.worker_id[len(PREFIX):],
+            "lease_seconds": float(runtime.spec["lease_seconds"]),
+            "job_timeout": int(plan.get("job_timeout", 3600))}
 
 
 def _counts(session: Session, study_id: int) -> tuple[int, int]:
@@ -72,12 +85,12 @@ class Dispatcher:
         if not self._due(study_id):
             return 0
         handed = self.runtimes.mutate(study_id, None, self._ask)
-        for payload, timeout in handed:
-            self._enqueue(payload, timeout)
+        for job, timeout in handed:
+            self._enqueue(job, timeout)
         return len(handed)
 
-    def _enqueue(self, payload: dict[str, Any], timeout: int) -> None:
-        self.queue.enqueue("workers.job.evaluate_trial", payload, job_id=payload["job_id"],
+    def _enqueue(self, job: dict[str, Any], timeout: int) -> None:
+        self.queue.enqueue("workers.job.evaluate_trial", job, job_id=job["job_id"],
                            job_timeout=timeout, result_ttl=600, failure_ttl=3600)
 
     def _due(self, study_id: int) -> bool:
@@ -107,17 +120,10 @@ class Dispatcher:
             return []
         asked = trials.ask(session, runtime, study, worker_id=f"{PREFIX}{uuid.uuid4().hex[:12]}",
                            count=want, now=utcnow())
+        for trial in asked.trials:  # one worker id per job: the job's chained trials share it
+            trial.worker_id = PREFIX + job_id(trial)
         timeout = int(plan.get("job_timeout", 3600))
-        return [(self._payload(runtime, t, plan["objective"]), timeout) for t in asked.trials]
-
-    @staticmethod
-    def _payload(runtime, trial: Trial, objective: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-        return {"study_id": trial.study_id, "trial_id": trial.id, "worker_id": trial.worker_id,
-                "candidate": trial.candidate,
-                "vector": runtime.candidates[trial.candidate].tolist(),
-                "parameters": runtime.parameters(trial.candidate),
-                "objective": objective, "job_id": job_id(trial),
-                "lease_seconds": float(runtime.spec["lease_seconds"])}
+        return [(payload(runtime, t, plan), timeout) for t in asked.trials]
 
     def repair(self, study_id: int) -> int:
         """Re-enqueue running trials whose job Redis no longer has (e.g. after a flush)."""
@@ -128,15 +134,16 @@ class Dispatcher:
                 Trial.study_id == study_id, Trial.status == "running",
                 Trial.worker_id.like(f"{PREFIX}%"),
                 Trial.started_at < utcnow() - timedelta(seconds=REPAIR_GRACE_SECONDS))).all()
-            missing = [t for t in running if not Job.exists(job_id(t), connection=self.redis)]
+            missing = [t for t in running  # the job carrying a trial is named in its worker id
+                       if not Job.exists(t.worker_id[len(PREFIX):], connection=self.redis)]
             if not missing:
                 return 0
             plan = session.get(Study, study_id).dispatch or {}
             timeout = int(plan.get("job_timeout", 3600))
         payloads = self.runtimes.mutate(study_id, None, lambda s, r, _: [
-            self._payload(r, s.get(Trial, t.id), plan["objective"]) for t in missing])
-        for payload in payloads:
-            self._enqueue(payload, timeout)
+            payload(r, s.get(Trial, t.id), plan) for t in missing])
+        for job in payloads:
+            self._enqueue(job, timeout)
         log.warning("re-enqueued %d trial(s) of study %d missing from Redis", len(missing),
                     study_id)
         return len(missing)
@@ -155,3 +162,29 @@ class Dispatcher:
             except Exception:  # noqa: BLE001 - keep dispatching after a failed pass
                 log.exception("dispatch pass failed")
             passes += 1
+
+
+def complete_and_next(session: Session, runtime, study: Study, *, trial_id: int, value: float,  # type: ignore[no-untyped-def]
+                      worker_id: str, chain: bool, now: datetime) -> tuple[Trial, dict | None]:
+    """A dispatch worker's result and, in async dispatch with budget and a free slot, the next
+    trial for the same worker, in one transaction. The job goes on with it: no RQ job, Redis
+    round trip or dispatcher pass per evaluation. The worker id names the job carrying the
+    trial, so :meth:`Dispatcher.repair` still finds it; asking again with the same worker id
+    after a retried request returns the same trial (trials.ask is idempotent per worker)."""
+    if not worker_id.startswith(PREFIX):
+        raise Invalid(f"dispatch worker ids start with {PREFIX!r}", field="worker_id")
+    trial = trials.complete(session, runtime, trial_id=trial_id, value=value, now=now)
+    plan = study.dispatch or {}
+    if not (chain and plan.get("status") == "running" and study.status == "active"
+            and runtime.strategy.config.mode == "async"):
+        return trial, None
+    session.flush()
+    held = queries.running_for_worker(session, study.id, worker_id)  # a retried request
+    if held:
+        return trial, payload(runtime, held[0], plan)
+    in_flight, done = _counts(session, study.id)
+    if in_flight >= int(plan.get("parallelism", 1)) \
+            or int(plan.get("n_evaluations", 0)) - done - in_flight <= 0:
+        return trial, None
+    asked = trials.ask(session, runtime, study, worker_id=worker_id, count=1, now=now)
+    return trial, (payload(runtime, asked.trials[0], plan) if asked.trials else None)

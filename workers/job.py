@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import signal
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -40,30 +42,69 @@ def _client() -> Client:
     return Client()
 
 
-def evaluate_trial(payload: dict[str, Any]) -> float | None:
-    """RQ entry point. ``payload``: study_id, trial_id, worker_id, candidate, vector,
-    parameters, objective, lease_seconds."""
-    client = _client()
+#: Set by the worker process on SIGTERM (warm shutdown): finish the evaluation in progress and
+#: take no next trial.
+stopping = threading.Event()
+#: A job hands its slot back to the queue after this many chained evaluations or seconds, so that
+#: other studies' jobs waiting in the queue get workers too.
+CHAIN_EVALUATIONS, CHAIN_SECONDS = 1000, 60.0
+
+
+def evaluate_trial(payload: dict[str, Any]) -> int:
+    """RQ entry point: evaluate the payload's trial (study_id, trial_id, worker_id, candidate,
+    vector, parameters, objective, lease_seconds, job_timeout), then, in async dispatch, the
+    trials the server hands back with each result: one job keeps a parallelism slot busy with no
+    Redis round trip and no new job per evaluation. Returns the number of trials evaluated."""
+    client, started, done = _client(), time.monotonic(), 0
+    job: dict[str, Any] | None = payload
+    while job is not None:
+        value = _evaluate(client, job)
+        done += 1
+        if value is None:
+            return done
+        chain = (not stopping.is_set() and done < CHAIN_EVALUATIONS
+                 and time.monotonic() - started < CHAIN_SECONDS)
+        job = _report(client, job, value, chain)
+        if job is not None:
+            _restart_timeout(int(job.get("job_timeout", 0)))
+    return done
+
+
+def _evaluate(client: Client, payload: dict[str, Any]) -> float | None:
+    """The objective's value, or None after failing the trial with the reason."""
     study = client.study(payload["study_id"], fetch=False)
     stop = threading.Event()
     beat = threading.Thread(target=_heartbeats, args=(client, payload, stop), daemon=True)
     beat.start()
     try:
         objective = resolve(payload["objective"])
-        value = run(objective, payload["candidate"], payload["vector"],
-                    payload["parameters"])
+        return run(objective, payload["candidate"], payload["vector"], payload["parameters"])
     except ValueError as exc:  # a bad objective spec or a bad value: retrying cannot help
         study.fail(payload["trial_id"], str(exc), retryable=False,
                    worker_id=payload["worker_id"])
-        return None
-    except Exception as exc:  # noqa: BLE001 - the objective's own failure
+    except Exception as exc:  # noqa: BLE001 - the objective's own failure (or its timeout)
         reason = "".join(traceback.format_exception_only(exc)).strip()
         study.fail(payload["trial_id"], reason, retryable=True, worker_id=payload["worker_id"])
-        return None
     finally:
         stop.set()
+    return None
+
+
+def _report(client: Client, payload: dict[str, Any], value: float,
+            chain: bool) -> dict[str, Any] | None:
+    """Post the value; the next trial to evaluate, if the server hands one out."""
+    study = client.study(payload["study_id"], fetch=False)
     try:
-        study.tell(payload["trial_id"], value)
+        answer = study.complete_dispatched(payload["trial_id"], value, payload["worker_id"],
+                                           next=chain)
     except ConflictError:
         log.info("trial %s was completed by another attempt", payload["trial_id"])
-    return value
+        return None
+    return None if answer.next is None else answer.next.model_dump()
+
+
+def _restart_timeout(seconds: int) -> None:
+    """Give a chained evaluation the full job timeout: re-arm RQ's SIGALRM death penalty (the
+    job runs in the worker's main thread); its JobTimeoutException fails the trial as above."""
+    if seconds > 0 and threading.current_thread() is threading.main_thread():
+        signal.alarm(seconds)

@@ -4,7 +4,8 @@ Each process is an RQ ``SimpleWorker`` (RQ owns the loop, job timeouts and signa
 the worker process itself rather than in a fork per job, so imports, loaded data sets and HTTP
 connections are paid once per process, not once per evaluation (a fork per job cost ~1 s here).
 A job past its timeout is interrupted by RQ's alarm-based death penalty. SIGTERM or Ctrl-C lets
-the job in progress finish (a warm shutdown); a second one stops it. A worker needs
+the job in progress finish its evaluation (a warm shutdown: it takes no next trial); a second
+one stops it. A worker needs
 only ``BBKB_REDIS_URL`` (or ``--redis-url``) and ``BBKB_URL`` (+ ``BBKB_API_KEY``).
 """
 
@@ -27,8 +28,13 @@ def work(redis_url: str, burst: bool = False) -> None:
     import service.problems  # noqa: F401 - the built-in objectives' numpy/scipy, paid at start
     import workers.job  # noqa: F401 - import once, before the first job
 
+    class Worker(SimpleWorker):
+        def request_stop(self, signum, frame):  # type: ignore[no-untyped-def]
+            workers.job.stopping.set()  # the job in progress takes no next trial
+            super().request_stop(signum, frame)
+
     connection = Redis.from_url(redis_url)
-    worker = SimpleWorker([Queue(QUEUE, connection=connection)], connection=connection)
+    worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
     worker.work(burst=burst, logging_level="WARNING")
 
 

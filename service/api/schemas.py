@@ -185,6 +185,38 @@ class DispatchRequest(BaseModel):
     job_timeout: int = Field(default=3600, ge=1, le=7 * 86400)
 
 
+class DispatchJob(BaseModel):
+    """One trial for a dispatch worker: what it evaluates and how it reports back."""
+
+    study_id: int
+    trial_id: int
+    worker_id: str
+    candidate: int
+    vector: list[float]
+    parameters: dict[str, Any]
+    objective: str
+    job_id: str
+    lease_seconds: float
+    job_timeout: int = 3600
+
+
+class DispatchComplete(BaseModel):
+    """A dispatch worker's result; with ``next``, the server may hand it the study's next trial
+    in the same transaction (no Redis round trip, no new job: see service/dispatch.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trial_id: int = Field(ge=1)
+    value: float = Field(allow_inf_nan=False)
+    worker_id: WorkerId
+    next: bool = True
+
+
+class DispatchCompleted(BaseModel):
+    trial: TrialPublic
+    next: DispatchJob | None = None
+
+
 class DispatchStatus(BaseModel):
     status: str | None
     n_evaluations: int | None = None

@@ -72,7 +72,8 @@ def test_four_workers_evaluate_a_study_end_to_end(system):
     assert all(t["status"] == "completed" for t in trials)
     for t in trials:  # every recorded value is the objective at the trial's candidate
         assert t["value"] == pytest.approx(quadratic(*X[t["candidate"]]), abs=1e-12)
-    assert len({t["worker_id"] for t in trials}) > 1
+    jobs = {t["worker_id"] for t in trials}  # the RQ job that carried each trial
+    assert 1 < len(jobs) < 20  # several jobs, each going on with the trials handed back to it
 
 
 def test_a_killed_worker_loses_nothing(system):
@@ -92,7 +93,8 @@ def test_a_killed_worker_loses_nothing(system):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     trials = _trials(url, sid)
-    assert [t["status"] for t in trials] == ["completed"] * len(trials)
+    assert [t["status"] for t in trials] == ["completed"] * len(trials), [
+        (t["status"], t["attempt"], t["error"]) for t in trials]
     assert len(trials) == 8
     assert max(t["attempt"] for t in trials) >= 2  # the killed worker's trial was re-run
 

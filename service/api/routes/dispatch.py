@@ -5,10 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from sqlalchemy import func, select
 
+from ... import dispatch, studies
 from ...errors import Conflict, Invalid
-from ...store.models import Trial
-from ..deps import OwnerDep, SessionDep, StudyId
-from ..schemas import DispatchRequest, DispatchStatus
+from ...store.models import Trial, utcnow
+from ..deps import MetricsDep, OwnerDep, RuntimesDep, SessionDep, StudyId
+from ..schemas import DispatchComplete, DispatchCompleted, DispatchRequest, DispatchStatus
 from .studies import owned
 
 router = APIRouter(prefix="/v1/studies/{study_id}/dispatch", tags=["dispatch"])
@@ -62,6 +63,26 @@ def resume_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
     if request.app.state.dispatcher is not None:
         request.app.state.dispatcher.wake.set()
     return status
+
+
+@router.post("/complete")
+def complete_dispatched(study_id: StudyId, body: DispatchComplete, owner: OwnerDep,
+                        runtimes: RuntimesDep, metrics: MetricsDep,
+                        request: Request) -> DispatchCompleted:
+    """A dispatch worker's result and, with ``next``, its next trial (see service.dispatch)."""
+    def change(session, runtime, study):  # type: ignore[no-untyped-def]
+        trial, job = dispatch.complete_and_next(
+            session, runtime, study, trial_id=body.trial_id, value=body.value,
+            worker_id=body.worker_id, chain=body.next, now=utcnow())
+        return DispatchCompleted(trial=studies.trial_public(
+            trial, runtime.parameters(trial.candidate)), next=job)
+    answer = runtimes.mutate(study_id, owner, change)
+    metrics.results.labels("completed").inc()
+    if answer.next is None and request.app.state.dispatcher is not None:
+        request.app.state.dispatcher.wake.set()  # a slot is free, or the dispatch may be done
+    else:
+        metrics.suggestions.inc()
+    return answer
 
 
 @router.get("")

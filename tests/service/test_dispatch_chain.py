@@ -1,0 +1,90 @@
+"""A dispatch job goes on with the next trial the server hands back with each result
+(POST /v1/studies/{id}/dispatch/complete): budget, parallelism, pause, sync mode, retries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api.app import create_app
+from service.processes import RedisProcess
+from service.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    server = RedisProcess().start()
+    yield server.url
+    server.stop()
+
+
+def _system(tmp_path, redis_url: str, mode: str = "async", n: int = 5):  # type: ignore[no-untyped-def]
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'chain.db'}",
+                              redis_url=redis_url, auth="none", data_dir=tmp_path))
+    app.state.dispatcher.queue.connection.flushall()
+    client = TestClient(app)  # no `with`: the dispatcher thread stays off, the test drives it
+    body = {"name": "chain", "candidates": np.random.default_rng(0).random((60, 2)).tolist(),
+            "objective": "function:branin", "engine": {"strategy": "bbkb", "seed": 0,
+                                                        "mode": mode}}
+    sid = client.post("/v1/studies", json=body).json()["id"]
+    r = client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": n, "parallelism": 2})
+    assert r.status_code == 200, r.text
+    return app, client, sid
+
+
+def _complete(client, sid: int, job: dict, value: float, **extra):  # type: ignore[no-untyped-def]
+    return client.post(f"/v1/studies/{sid}/dispatch/complete", json={
+        "trial_id": job["trial_id"], "value": value, "worker_id": job["worker_id"]} | extra)
+
+
+def test_each_result_brings_the_next_trial_until_the_budget_is_spent(tmp_path, redis_url):
+    app, client, sid = _system(tmp_path, redis_url)
+    assert app.state.dispatcher.top_up(sid) == 2
+    queue = app.state.dispatcher.queue
+    jobs = [job.args[0] for job in queue.jobs]
+    assert len(jobs) == 2 and jobs[0]["worker_id"] != jobs[1]["worker_id"]
+
+    first = _complete(client, sid, jobs[0], 1.0)
+    assert first.status_code == 200, first.text
+    chained = first.json()["next"]
+    assert chained["worker_id"] == jobs[0]["worker_id"]  # the same job carries it on
+    assert chained["trial_id"] not in {j["trial_id"] for j in jobs}
+    assert chained["job_id"] == jobs[0]["job_id"] and chained["objective"] == "function:branin"
+    again = _complete(client, sid, jobs[0], 1.0)  # a retried request: no-op, the same trial
+    assert again.status_code == 200 and again.json()["next"] == chained
+    assert _complete(client, sid, jobs[0], 2.0).status_code == 409
+
+    status = client.get(f"/v1/studies/{sid}/dispatch").json()
+    assert status["in_flight"] == 2 and status["finished"] == 1  # parallelism is kept
+
+    live, evaluated = [chained, jobs[1]], 1
+    while live:
+        job = live.pop(0)
+        answer = _complete(client, sid, job, float(evaluated)).json()
+        evaluated += 1
+        if answer["next"] is not None:
+            live.append(answer["next"])
+    assert evaluated == 5  # exactly the budget: no trial beyond n_evaluations was handed out
+    assert queue.count == 2  # and no new job was needed for any of them
+    app.state.dispatcher.top_up(sid)
+    status = client.get(f"/v1/studies/{sid}/dispatch").json()
+    assert (status["status"], status["finished"], status["in_flight"]) == ("done", 5, 0)
+
+
+def test_no_next_trial_when_paused_asked_not_to_or_in_sync_mode(tmp_path, redis_url):
+    app, client, sid = _system(tmp_path, redis_url, n=50)
+    app.state.dispatcher.top_up(sid)
+    jobs = [job.args[0] for job in app.state.dispatcher.queue.jobs]
+    assert _complete(client, sid, jobs[0], 1.0, next=False).json()["next"] is None
+    client.post(f"/v1/studies/{sid}/dispatch/pause")
+    assert _complete(client, sid, jobs[1], 1.0).json()["next"] is None
+    bad = _complete(client, sid, jobs[1] | {"worker_id": "someone"}, 1.0)
+    assert bad.status_code == 422 and bad.json()["field"] == "worker_id"
+
+    app, client, sid = _system(tmp_path / "sync", redis_url, mode="sync", n=50)
+    app.state.dispatcher.top_up(sid)
+    job = app.state.dispatcher.queue.jobs[0].args[0]
+    assert _complete(client, sid, job, 1.0).json()["next"] is None  # sync: whole batches
