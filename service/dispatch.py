@@ -51,15 +51,20 @@ def payload(runtime, trial: Trial, plan: dict[str, Any]) -> dict[str, Any]:  # t
             "job_timeout": int(plan.get("job_timeout", 3600))}
 
 
-def _counts(session: Session, study_id: int) -> tuple[int, int]:
-    """(running on Redis workers, finished) suggested trials of the study."""
-    in_flight = session.scalar(select(func.count()).where(
+def _in_flight(session: Session, study_id: int) -> int:
+    """Trials of the study running on Redis workers (an index range: few rows)."""
+    return int(session.scalar(select(func.count()).where(
         Trial.study_id == study_id, Trial.status == "running",
-        Trial.worker_id.like(f"{PREFIX}%")))
+        Trial.worker_id.like(f"{PREFIX}%"))) or 0)
+
+
+def _counts(session: Session, study_id: int) -> tuple[int, int]:
+    """(running on Redis workers, finished) suggested trials of the study, from the database
+    (O(trials): only where the study's engine is not at hand)."""
     done = session.scalar(select(func.count()).where(
         Trial.study_id == study_id, Trial.kind == "suggested",
         Trial.status.in_(("completed", "failed", "abandoned"))))
-    return int(in_flight or 0), int(done or 0)
+    return _in_flight(session, study_id), int(done or 0)
 
 
 class Dispatcher:
@@ -110,7 +115,7 @@ class Dispatcher:
 
     def _ask(self, session, runtime, study) -> list[tuple[dict, int]]:  # type: ignore[no-untyped-def]
         plan = study.dispatch or {}
-        in_flight, done = _counts(session, study.id)
+        in_flight, done = _in_flight(session, study.id), runtime.strategy.resolved()
         budget = int(plan.get("n_evaluations", 0)) - done - in_flight
         if budget <= 0 and in_flight == 0:
             study.dispatch = {**plan, "status": "done"}
@@ -182,7 +187,7 @@ def complete_and_next(session: Session, runtime, study: Study, *, trial_id: int,
     held = queries.running_for_worker(session, study.id, worker_id)  # a retried request
     if held:
         return trial, payload(runtime, held[0], plan)
-    in_flight, done = _counts(session, study.id)
+    in_flight, done = _in_flight(session, study.id), runtime.strategy.resolved()
     if in_flight >= int(plan.get("parallelism", 1)) \
             or int(plan.get("n_evaluations", 0)) - done - in_flight <= 0:
         return trial, None

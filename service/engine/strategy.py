@@ -173,6 +173,12 @@ class Strategy:
         """Copies of the history columns (arm, batch, kind, status, value, folded, var_start)."""
         return self._records.columns()
 
+    def resolved(self) -> int:
+        """Number of suggested selections with an outcome (observed or abandoned)."""
+        n = len(self._records)
+        return int(np.count_nonzero((self._records.kind[:n] == SUGGESTED)
+                                    & (self._records.status[:n] != PENDING)))
+
     def ask(self, count: int = 1) -> list[Selection]:
         """Up to ``count`` next selections; fewer only while a sync batch waits for results."""
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:

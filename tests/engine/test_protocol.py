@@ -187,3 +187,16 @@ def test_same_seed_same_run_different_seed_different_run():
 
     assert arms(1) == arms(1)
     assert arms(1) != arms(2)
+
+
+def test_resolved_counts_suggested_selections_with_an_outcome():
+    X = np.random.default_rng(0).random((30, 2))
+    strategy = Strategy(X, strategy="uniform", batch_size=4, seed=1)
+    selections = strategy.ask(4)
+    strategy.observe(3, 0.5)  # an import is not a suggestion
+    assert strategy.resolved() == 0
+    strategy.tell(selections[0].t, 1.0)
+    strategy.abandon(selections[2].t)
+    assert strategy.resolved() == 2
+    strategy.tell(selections[0].t, 1.0)  # idempotent
+    assert strategy.resolved() == 2
