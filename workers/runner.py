@@ -33,6 +33,8 @@ def work(redis_url: str, burst: bool = False) -> None:
             workers.job.stopping.set()  # the job in progress takes no next trial
             super().request_stop(signum, frame)
 
+    if os.environ.get("BBKB_URL"):
+        workers.job._client()  # the SDK client (TLS context, connection pool) before any job
     connection = Redis.from_url(redis_url)
     worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
     worker.work(burst=burst, logging_level="WARNING")
