@@ -37,8 +37,8 @@ ENV PATH=/opt/bbkb/bin:$PATH \
     BBKB_HOST=0.0.0.0 \
     BBKB_PORT=8000
 USER 10001:10001
+# /data: the SQLite database of the embedded default (mount a volume there); unused with PostgreSQL
 WORKDIR /data
-VOLUME ["/data"]
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('BBKB_PORT', '8000') + '/healthz', timeout=4)"]
