@@ -15,6 +15,7 @@ from .errors import Conflict, Invalid
 from .runtime import decode_parameters
 from .searchspace import SearchSpace
 from .store import queries
+from .store.arrays import BLOCK_ROWS
 from .store.models import Batch, Study, Trial
 
 
@@ -110,15 +111,21 @@ def trial_public(trial: Trial, parameters: dict[str, Any]) -> TrialPublic:
 
 
 class ParameterDecoder:
-    """Named parameters of candidates, reading the candidate blocks only when needed."""
+    """Named parameters of candidates, reading only the candidate blocks that hold them (a
+    block is 65536 rows), each at most once."""
 
     def __init__(self, session: Session, study: Study, candidates: np.ndarray | None = None):
         self._session, self._study, self._candidates = session, study, candidates
+        self._blocks: dict[int, np.ndarray] = {}
 
     def __call__(self, candidate: int) -> dict[str, Any]:
-        if self._candidates is None:
-            self._candidates = queries.load_candidates(self._session, self._study.id)
-        return decode_parameters(self._study.spec, self._candidates[candidate])
+        if self._candidates is not None:
+            return decode_parameters(self._study.spec, self._candidates[candidate])
+        block, row = divmod(candidate, BLOCK_ROWS)
+        if block not in self._blocks:
+            self._blocks[block] = queries.load_candidate_block(self._session, self._study.id,
+                                                               block)
+        return decode_parameters(self._study.spec, self._blocks[block][row])
 
 
 def study_public(session: Session, study: Study, decode: ParameterDecoder) -> StudyPublic:

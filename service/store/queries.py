@@ -37,6 +37,15 @@ def load_candidates(session: Session, study_id: int) -> np.ndarray:
     return join_rows(list(blocks))
 
 
+def load_candidate_block(session: Session, study_id: int, block: int) -> np.ndarray:
+    """Rows block * BLOCK_ROWS ... of the candidate matrix (one stored block)."""
+    data = session.scalar(select(CandidateBlock.data).where(
+        CandidateBlock.study_id == study_id, CandidateBlock.index == block))
+    if data is None:
+        raise LookupError(f"study {study_id} has no candidate block {block}")
+    return from_bytes(data)
+
+
 def load_engine_state(session: Session, study_id: int, sign: float) -> EngineState:
     """Trials (t order) and the latest batch as the engine's EngineState."""
     rows = session.execute(

@@ -162,6 +162,15 @@ def test_npy_upload_of_candidates(database_url, tmp_path):
         (trial,) = client.post(f"/v1/studies/{sid}/suggestions",
                                json={"worker_id": "w"}).json()["trials"]
         np.testing.assert_array_equal(list(trial["parameters"].values()), X[trial["candidate"]])
+        for candidate, value in ((69_001, 5.0), (3, 1.0)):  # rows of the second and first block
+            client.post(f"/v1/studies/{sid}/observations",
+                        json={"observations": [{"candidate": candidate, "value": value}]})
+        best = client.get(f"/v1/studies/{sid}").json()["best"]
+        assert best["candidate"] == 69_001
+        np.testing.assert_array_equal(list(best["parameters"].values()), X[69_001])
+        page = client.get(f"/v1/studies/{sid}/trials").json()["trials"]
+        for t in page:
+            np.testing.assert_array_equal(list(t["parameters"].values()), X[t["candidate"]])
         again = client.put(f"/v1/studies/{sid}/candidates", content=buffer.getvalue())
         assert again.status_code == 409
         bad = client.post("/v1/studies", json={"name": "bad", "upload": True}).json()
@@ -203,7 +212,13 @@ def test_csv_import_for_lab_spreadsheets(database_url, tmp_path):
         outside = client.post(f"/v1/studies/{sid}/observations.csv",
                               content="candidate,value\n100000,1\n")
         assert outside.status_code == 422
-        assert client.get(f"/v1/studies/{sid}").json()["n_trials"] == 2  # nothing half-imported
+        huge = client.post(f"/v1/studies/{sid}/observations.csv",
+                           content='candidate,value\n"' + "x" * 200_000 + '",1\n')
+        assert huge.status_code == 422 and "malformed CSV" in huge.json()["detail"]
+        crlf = client.post(f"/v1/studies/{sid}/observations.csv",
+                           content='candidate,value\r\n"9\r",0.1\r\n')  # no 500 either way
+        assert crlf.status_code in (200, 422)
+        assert client.get(f"/v1/studies/{sid}").json()["n_trials"] == 2 + (crlf.status_code == 200)
 
 
 def test_a_stale_worker_cannot_fail_a_trial_another_worker_holds(database_url, tmp_path):

@@ -118,16 +118,19 @@ async def import_observations_csv(study_id: StudyId, request: Request, owner: Ow
 
 
 def parse_observations_csv(text: str) -> list[tuple[int, float]]:
-    reader = csv.DictReader(io.StringIO(text))
-    missing = {"candidate", "value"} - set(reader.fieldnames or [])
-    if missing:
-        raise Invalid(f"CSV header lacks column(s) {sorted(missing)}", field="body")
-    pairs = []
-    for line, row in enumerate(reader, start=2):
-        try:
-            pairs.append((int(row["candidate"]), float(row["value"])))
-        except (TypeError, ValueError) as exc:
-            raise Invalid(f"CSV line {line}: {exc}", field=f"body.line{line}") from exc
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        missing = {"candidate", "value"} - set(reader.fieldnames or [])
+        if missing:
+            raise Invalid(f"CSV header lacks column(s) {sorted(missing)}", field="body")
+        pairs = []
+        for line, row in enumerate(reader, start=2):
+            try:
+                pairs.append((int(row["candidate"]), float(row["value"])))
+            except (TypeError, ValueError) as exc:
+                raise Invalid(f"CSV line {line}: {exc}", field=f"body.line{line}") from exc
+    except csv.Error as exc:  # e.g. a bare carriage return inside a field
+        raise Invalid(f"malformed CSV (line {reader.line_num}): {exc}", field="body") from exc
     if not pairs:
         raise Invalid("CSV has no rows", field="body")
     return pairs
