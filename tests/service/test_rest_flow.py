@@ -234,3 +234,16 @@ def test_a_stale_worker_cannot_fail_a_trial_another_worker_holds(database_url, t
         stale = client.post(fail, json={"reason": "late", "worker_id": "a"})
         assert stale.status_code == 409 and stale.json()["field"] == "worker_id"
         assert client.get(f"/v1/studies/{sid}/best").json() is None
+
+
+def test_best_trial_in_the_study_direction_earliest_on_ties(database_url, tmp_path):
+    with app_client(database_url, tmp_path) as client:
+        for direction, expect in (("maximize", (5, 9.0)), ("minimize", (2, -1.0))):
+            sid = create_study(client, name=direction, direction=direction)["id"]
+            assert client.get(f"/v1/studies/{sid}/best").json() is None
+            pairs = [(7, 3.0), (5, 9.0), (2, -1.0), (8, 9.0), (4, -1.0)]
+            client.post(f"/v1/studies/{sid}/observations", json={"observations": [
+                {"candidate": c, "value": v} for c, v in pairs]})
+            best = client.get(f"/v1/studies/{sid}/best").json()
+            assert (best["candidate"], best["value"]) == expect
+            assert client.get(f"/v1/studies/{sid}").json()["best"]["candidate"] == expect[0]
