@@ -15,7 +15,8 @@ import numpy as np
 
 
 class Selector(Protocol):
-    def start(self, posterior: object, width: float) -> None: ...
+    def start(self, posterior: object, width: float,
+              blocked: np.ndarray | None = None) -> None: ...
 
     def select(self, rng: np.random.Generator) -> int: ...
 
@@ -31,9 +32,12 @@ class LazyUCB:
 
     first_block = 8
 
-    def start(self, posterior, width: float) -> None:  # type: ignore[no-untyped-def]
-        self.posterior, self.width = posterior, width
+    def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
+              blocked: np.ndarray | None = None) -> None:
+        self.posterior, self.width, self.blocked = posterior, width, blocked
         self.bound = posterior.mean + width * np.sqrt(posterior.variance_start)
+        if blocked is not None:  # arms never to propose (a boolean mask over the candidates)
+            self.bound[blocked] = -np.inf
         self.order = np.argsort(-self.bound, kind="stable")  # best first, ties by index
         self.next = 0  # self.order[self.next:] still hold their start-of-batch bound
         self.touched = np.zeros(0, dtype=np.int64)  # arms refreshed at least once
@@ -42,7 +46,8 @@ class LazyUCB:
     def ucb(self, idx: np.ndarray) -> np.ndarray:
         """Exact current UCB of arms idx."""
         var = np.maximum(self.posterior.variance(idx), 0.0)
-        return self.posterior.mean[idx] + self.width * np.sqrt(var)
+        ucb = self.posterior.mean[idx] + self.width * np.sqrt(var)
+        return ucb if self.blocked is None else np.where(self.blocked[idx], -np.inf, ucb)
 
     def select(self, rng: np.random.Generator) -> int:
         k, A = self.first_block, len(self.bound)
@@ -76,15 +81,19 @@ class Thompson:
     is independent per arm.
     """
 
-    def start(self, posterior, width: float) -> None:  # type: ignore[no-untyped-def]
-        self.posterior, self.scale = posterior, width
+    def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
+              blocked: np.ndarray | None = None) -> None:
+        self.posterior, self.scale, self.blocked = posterior, width, blocked
         self.residual_sd = np.sqrt(posterior.residual / posterior.lam)
 
     def select(self, rng: np.random.Generator) -> int:
         p = self.posterior
         draw = p.whitened @ rng.standard_normal(p.dim)
         draw += self.residual_sd * rng.standard_normal(len(draw))
-        return int(np.argmax(p.mean + self.scale * draw))
+        draw = p.mean + self.scale * draw
+        if self.blocked is not None:
+            draw[self.blocked] = -np.inf
+        return int(np.argmax(draw))
 
 
 class EpsilonGreedy:
@@ -93,12 +102,16 @@ class EpsilonGreedy:
     def __init__(self, epsilon: float) -> None:
         self.epsilon = epsilon
 
-    def start(self, posterior, width: float) -> None:  # type: ignore[no-untyped-def]
+    def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
+              blocked: np.ndarray | None = None) -> None:
         self.mean = posterior.mean.copy()
+        self.allowed = None if blocked is None else np.flatnonzero(~blocked)
+        if blocked is not None:
+            self.mean[blocked] = -np.inf
 
     def select(self, rng: np.random.Generator) -> int:
         if rng.random() < self.epsilon:
-            return int(rng.integers(len(self.mean)))
+            return _uniform(rng, len(self.mean), self.allowed)
         arm = int(np.argmax(self.mean))
         self.mean[arm] = -np.inf if np.isfinite(self.mean).sum() > 1 else self.mean[arm]
         return arm
@@ -107,11 +120,13 @@ class EpsilonGreedy:
 class Uniform:
     """Each arm with probability 1/A."""
 
-    def start(self, posterior, width: float) -> None:  # type: ignore[no-untyped-def]
+    def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
+              blocked: np.ndarray | None = None) -> None:
         self.n_arms = len(posterior.variance_start)
+        self.allowed = None if blocked is None else np.flatnonzero(~blocked)
 
     def select(self, rng: np.random.Generator) -> int:
-        return int(rng.integers(self.n_arms))
+        return _uniform(rng, self.n_arms, self.allowed)
 
 
 class Design:
@@ -120,10 +135,18 @@ class Design:
     def __init__(self, arms: list[int]) -> None:
         self.arms = arms
 
-    def start(self, posterior, width: float) -> None:  # type: ignore[no-untyped-def]
+    def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
+              blocked: np.ndarray | None = None) -> None:
         self.position = 0
 
     def select(self, rng: np.random.Generator) -> int:
         arm = self.arms[self.position]
         self.position += 1
         return arm
+
+
+def _uniform(rng: np.random.Generator, n_arms: int, allowed: np.ndarray | None) -> int:
+    """A uniform arm, among the allowed ones if some are blocked."""
+    if allowed is None:
+        return int(rng.integers(n_arms))
+    return int(allowed[rng.integers(len(allowed))])

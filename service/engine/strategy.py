@@ -352,13 +352,29 @@ class Strategy:
         self._posterior = self._build_posterior(pulled, observed)
         self._selector, self._rule = self._components(b, start)
         self._rule.start(self._posterior)
-        self._selector.start(self._posterior, self._width(observed))
+        self._selector.start(self._posterior, self._width(observed), self._blocked(start, b))
         self._closed = False
         seconds = time.perf_counter() - started if math.isfinite(started) else math.nan
         self.batches.append(BatchInfo(b, start, len(dictionary),
                                       getattr(self._posterior, "dim", 0), seconds,
                                       dictionary=dictionary,
                                       hyperparameters=self._hyper.to_dict()))
+
+    def _blocked(self, start: int, b: int) -> np.ndarray | None:
+        """Arms whose evaluation failed for good, as known when batch b opened: never proposed
+        again (a candidate that crashes its objective would otherwise stay the UCB argmax, since
+        an abandoned selection carries no information). None when there is none."""
+        records = self._records
+        failed = (records.status[:start] == ABANDONED) & (records.folded[:start] >= 0) \
+            & (records.folded[:start] <= b)
+        if not failed.any():
+            return None
+        blocked = np.zeros(self.n_arms, dtype=bool)
+        blocked[records.arm[:start][failed]] = True
+        if blocked.all():
+            raise SelectionError("every candidate has failed for good; nothing is left to "
+                                 "propose", field="candidates")
+        return blocked
 
     def _build_posterior(self, pulled: np.ndarray, observed: np.ndarray) -> Any:
         cfg = self.config

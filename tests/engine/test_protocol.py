@@ -200,3 +200,36 @@ def test_resolved_counts_suggested_selections_with_an_outcome():
     assert strategy.resolved() == 2
     strategy.tell(selections[0].t, 1.0)  # idempotent
     assert strategy.resolved() == 2
+
+
+@pytest.mark.parametrize("strategy_name", ["bbkb", "gp-bucb", "thompson", "epsilon-greedy",
+                                           "uniform"])
+def test_a_candidate_that_failed_for_good_is_not_proposed_again(strategy_name):
+    X, f = smooth_problem(n=40, d=2, seed=5)
+    strategy = Strategy(X, strategy=strategy_name, kernel={"name": "rbf", "lengthscale": 0.3},
+                        mode="sync", batch_size=5, epsilon=0.5, seed=2)
+    failed: set[int] = set()
+    for _ in range(12):
+        batch = strategy.ask_batch()
+        assert not {s.arm for s in batch} & failed  # opened after the failures were known
+        for s in batch:
+            if len(failed) < 8 and s.arm not in failed and s.arm % 3 == 0:
+                strategy.abandon(s.t)  # e.g. the objective crashes on this candidate
+                failed.add(s.arm)
+            else:
+                strategy.tell(s.t, float(f[s.arm]))
+    assert failed  # the test did exercise failures
+    rebuilt = Strategy.restore(X, strategy.config, strategy.state())
+    assert rebuilt.ask_batch() == strategy.ask_batch()
+
+
+def test_when_every_candidate_failed_asking_says_so():
+    X = np.random.default_rng(0).random((3, 2))
+    strategy = Strategy(X, strategy="uniform", mode="sync", batch_size=3, seed=0)
+    for _ in range(10):
+        for s in strategy.ask_batch():
+            strategy.abandon(s.t)
+        if strategy.resolved() and len({int(a) for a in strategy.records["arm"]}) == 3:
+            break
+    with pytest.raises(SelectionError, match="every candidate has failed"):
+        strategy.ask_batch()
