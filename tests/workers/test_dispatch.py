@@ -79,7 +79,8 @@ def test_four_workers_evaluate_a_study_end_to_end(system):
 def test_a_killed_worker_loses_nothing(system):
     url = system["server"].url
     _start_workers(system, 2, BBKB_TEST_DELAY="1.0")
-    sid = _study(url, "tests.workers.objective_fns:slow", max_attempts=5, lease_seconds=2.0)
+    sid = _study(url, "tests.workers.objective_fns:slow", max_attempts=50, lease_seconds=2.0)
+    # (many attempts: under CI load a live worker's heartbeat can miss a 2 s lease too)
     httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 8, "parallelism": 2})
     deadline = time.monotonic() + 60
     while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["finished"] < 1:
