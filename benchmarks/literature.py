@@ -13,9 +13,18 @@ Experiments (``--experiment``):
 * ``table``: BBKB, BKB, GP-BUCB, GSSBO and GO-UCB side by side on the same problems.
 
 Every problem is a candidate set of ``--candidates`` scrambled-Sobol points (plus the known
-optimum; f1: Sobol only) with N(0, 0.01^2) observation noise; runs are sync and sequential
-unless the strategy batches (BBKB, GP-BUCB). The regret ratio is R_T / (T (f* - mean f)), i.e.
-relative to the uniform policy's expected regret. BLAS is pinned to one thread (``common``).
+optimum; f1: Sobol only) whose values are min-max rescaled to [0, 1] over the candidates (as the
+BBKB paper runs, ``paper.py``), with N(0, 0.01^2) observation noise on that scale; runs are sync
+and sequential unless the strategy batches (BBKB, GP-BUCB). The regret ratio is
+R_T / (T (f* - mean f)), i.e. relative to the uniform policy's expected regret (invariant to the
+rescaling). BLAS is pinned to one thread (``common``).
+
+Fairness: GSSBO and GO-UCB standardise values themselves; the kernel baselines (BBKB, BKB, GP-UCB,
+GP-BUCB) do not, so on raw values (Rastrigin-20 spans hundreds) their zero prior mean made every
+unobserved arm look best. They get the rescaled values, automatic kernel hyper-parameters (the
+engine default without a lengthscale) and ``--baseline-explore`` 0.1 (``paper.py``'s setting).
+``--budget`` stops a run once its engine time exceeds that many seconds (the table's T column
+then says how far it got; the JSONL log keeps regret and time every ``--checkpoint`` steps).
 
 Usage::
 
@@ -74,10 +83,14 @@ def paper_f1(dim: int, n: int, seed: int) -> Problem:
 
 
 def make_problem(name: str, n: int, seed: int) -> Problem:
+    """The named problem with its values min-max rescaled to [0, 1] over the candidates."""
     if name == "f1":
-        return paper_f1(20, n, seed)
-    fn, dim = FUNCTIONS[name]
-    return function_problem(fn, dim=dim, n_candidates=n, noise_sd=NOISE_SD, seed=seed)
+        raw = paper_f1(20, n, seed)
+    else:
+        fn, dim = FUNCTIONS[name]
+        raw = function_problem(fn, dim=dim, n_candidates=n, noise_sd=NOISE_SD, seed=seed)
+    low, high = float(raw.values.min()), float(raw.values.max())
+    return Problem(raw.name, raw.candidates, (raw.values - low) / (high - low), NOISE_SD)
 
 
 def engine_config(method: str, args: argparse.Namespace, seed: int) -> dict[str, Any]:
@@ -87,21 +100,25 @@ def engine_config(method: str, args: argparse.Namespace, seed: int) -> dict[str,
         "rssbo": {"strategy": "gssbo", **gss, "gssbo_selection": "random"},
         "gp-ucb-ml": {"strategy": "gssbo", **gss, "gssbo_buffer": None},
         "go-ucb": {"strategy": "go-ucb", "horizon": args.T, "goucb_beta": args.goucb_beta},
-        "bbkb": {"strategy": "bbkb"},
-        "bkb": {"strategy": "bkb"},
-        "gp-ucb": {"strategy": "gp-ucb"},
-        "gp-bucb": {"strategy": "gp-bucb"},
+        "bbkb": {"strategy": "bbkb", "explore": args.baseline_explore},
+        "bkb": {"strategy": "bkb", "explore": args.baseline_explore},
+        "gp-ucb": {"strategy": "gp-ucb", "explore": args.baseline_explore},
+        "gp-bucb": {"strategy": "gp-bucb", "explore": args.baseline_explore},
     }
     return {"mode": "sync", "seed": seed, "noise": NOISE_SD} | table[method]
 
 
-def simulate(problem: Problem, strategy: Strategy, steps: int, seed: int) -> Run:
-    """Sync loop: ask the rest of the batch, tell every value; engine time per step."""
+def simulate(problem: Problem, strategy: Strategy, steps: int, seed: int,
+             budget: float = float("inf")) -> Run:
+    """Sync loop: ask the rest of the batch, tell every value; engine time per step.
+
+    Stops early once the engine time exceeds ``budget`` seconds (at the end of a batch).
+    """
     rng = np.random.default_rng([seed, 4321])
     arms: list[int] = []
     seconds: list[float] = []
     clock = 0.0
-    while len(arms) < steps:
+    while len(arms) < steps and clock <= budget:
         started = time.perf_counter()
         batch = strategy.ask(steps - len(arms))
         values = [problem.observe(s.arm, rng) for s in batch]
@@ -125,7 +142,9 @@ def table_rows(runs: list[Run], problems: dict[str, Problem]) -> list[list[str]]
         group = [r for r in runs if (r.problem, r.method) == (name, method)]
         ratios = [ratio(r, problems[name]) for r in group]
         secs = [r.seconds[-1] for r in group]
-        rows.append([name, method, str(len(group)), f"{np.mean([r.regret[-1] for r in group]):.4g}",
+        reached = min(len(r.regret) for r in group)
+        rows.append([name, method, str(len(group)), str(reached),
+                     f"{np.mean([r.regret[-1] for r in group]):.4g}",
                      f"{np.mean(ratios):.3f} +- {np.std(ratios):.3f}",
                      f"{np.mean(secs):.1f}"])
     return rows
@@ -142,9 +161,10 @@ def plot(runs: list[Run], problems: dict[str, Problem], path: Path) -> None:
     for col, name in enumerate(names):
         for method in dict.fromkeys(r.method for r in runs if r.problem == name):
             group = [r for r in runs if (r.problem, r.method) == (name, method)]
-            steps = np.arange(1, len(group[0].regret) + 1)
-            common.band_plot(axes[0, col], steps, np.array([r.regret for r in group]), method)
-            common.band_plot(axes[1, col], steps, np.array([r.seconds for r in group]), method)
+            n = min(len(r.regret) for r in group)  # budget-stopped seeds can differ
+            steps = np.arange(1, n + 1)
+            common.band_plot(axes[0, col], steps, np.array([r.regret[:n] for r in group]), method)
+            common.band_plot(axes[1, col], steps, np.array([r.seconds[:n] for r in group]), method)
         axes[0, col].set(title=name, ylabel="cumulative regret")
         axes[1, col].set(xlabel="step t", ylabel="cumulative engine seconds")
         axes[0, col].legend(fontsize=7)
@@ -164,7 +184,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--initial", type=int, default=20, help="GSSBO n0")
     p.add_argument("--buffer", type=int, default=100, help="GSSBO M")
     p.add_argument("--explore", type=float, default=1.0, help="GSSBO / GP-UCB-ML width factor")
+    p.add_argument("--baseline-explore", type=float, default=0.1,
+                   help="explore of BBKB, BKB, GP-UCB, GP-BUCB (paper.py's 0.1)")
     p.add_argument("--goucb-beta", type=float, default=1.0)
+    p.add_argument("--budget", type=float, default=float("inf"),
+                   help="stop a run once its engine time exceeds this many seconds")
+    p.add_argument("--checkpoint", type=int, default=100,
+                   help="log regret and time every this many steps")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "literature")
     args = p.parse_args(argv)
     if args.quick:
@@ -189,23 +215,32 @@ def main(argv: list[str] | None = None) -> None:
             for method in methods:
                 for seed in range(args.seeds):
                     strategy = Strategy(problem.candidates, engine_config(method, args, seed))
-                    run = simulate(problem, strategy, args.T, seed)
+                    run = simulate(problem, strategy, args.T, seed, args.budget)
+                    marks = np.arange(args.checkpoint, len(run.regret) + 1, args.checkpoint)
                     run.problem, run.method = name, method
                     runs.append(run)
                     with log.open("a") as stream:
                         stream.write(json.dumps({"problem": name, "method": method, "seed": seed,
-                                                 "T": args.T, "A": args.candidates,
+                                                 "T": len(run.regret), "A": args.candidates,
                                                  "regret": float(run.regret[-1]),
                                                  "ratio": ratio(run, problem),
-                                                 "seconds": float(run.seconds[-1])}) + "\n")
-                    print(f"  {name} {method} seed {seed}: R_T {run.regret[-1]:.4g}, "
+                                                 "seconds": float(run.seconds[-1]),
+                                                 "explore": args.explore,
+                                                 "baseline_explore": args.baseline_explore,
+                                                 "checkpoints": {
+                                                     int(m): [float(run.regret[m - 1]),
+                                                              float(run.seconds[m - 1])]
+                                                     for m in marks}}) + "\n")
+                    print(f"  {name} {method} seed {seed}: T {len(run.regret)}, "
+                          f"R_T {run.regret[-1]:.4g}, "
                           f"ratio {ratio(run, problem):.3f}, {run.seconds[-1]:.1f} s",
                           flush=True)
-        text = common.format_table(["problem", "method", "seeds", "R_T", "R_T / R_T(unif)",
+        text = common.format_table(["problem", "method", "seeds", "T", "R_T", "R_T / R_T(unif)",
                                     "engine s"], table_rows(runs, problems))
         header = (f"{experiment}: T = {args.T}, A = {args.candidates}, seeds = {args.seeds}, "
                   f"n0 = {args.initial}, M = {args.buffer}, explore = {args.explore}, "
-                  f"goucb_beta = {args.goucb_beta}")
+                  f"baseline explore = {args.baseline_explore}, goucb_beta = {args.goucb_beta}, "
+                  f"budget = {args.budget:g} s")
         print(f"\n{header}\n{text}\n", flush=True)
         (args.out / f"{experiment}_table.txt").write_text(f"{header}\n{text}\n")
         plot(runs, problems, args.out / f"{experiment}.png")
