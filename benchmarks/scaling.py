@@ -109,18 +109,21 @@ def maxrss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def gemm_rate(rows: int, m: int, seconds: float = 0.15) -> float:
-    """float64 GEMM rate (flop/s) of (rows x m) @ (m x m), the shape of the embedding product."""
+def gemm_rate(rows: int, m: int, seconds: float = 0.15) -> tuple[float, float]:
+    """float64 GEMM rate (flop/s) of (rows x m) @ (m x m), the shape of the embedding product:
+    best over ``seconds`` per wall-clock second and per CPU second of this process."""
     rng = np.random.default_rng(1)
     left, right, out = rng.random((rows, m)), rng.random((m, m)), np.empty((rows, m))
     np.matmul(left, right, out=out)  # warm-up (threads, page faults)
-    best, spent = math.inf, 0.0
+    wall, cpu, spent = math.inf, math.inf, 0.0
     while spent < seconds:
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         np.matmul(left, right, out=out)
         elapsed = time.perf_counter() - start
-        best, spent = min(best, elapsed), spent + elapsed
-    return 2.0 * rows * m * m / best
+        wall, spent = min(wall, elapsed), spent + elapsed
+        cpu = min(cpu, time.process_time() - start_cpu)
+    flops = 2.0 * rows * m * m
+    return flops / wall, flops / max(cpu, 1e-9)
 
 
 def measure_memory(problem: dict[str, Any]) -> tuple[dict[str, Any], NystromPosterior]:
@@ -139,11 +142,13 @@ def time_construction(problem: dict[str, Any],
     """Timed constructions, each right after a GEMM-rate sample of the same machine load."""
     rows = min(job.block_rows, job.arms)
     out: dict[str, list[float]] = {"seconds": [], "cpu_seconds": [], "sys_seconds": [],
-                                   "gemm_flops": []}
+                                   "gemm_flops": [], "gemm_cpu_flops": []}
     posterior: NystromPosterior | None = None
     while len(out["seconds"]) < job.repeats or (
             sum(out["seconds"]) < job.min_seconds and len(out["seconds"]) < 25):
-        out["gemm_flops"].append(gemm_rate(rows, job.m))
+        rate, cpu_rate = gemm_rate(rows, job.m)
+        out["gemm_flops"].append(rate)
+        out["gemm_cpu_flops"].append(cpu_rate)
         posterior = None  # free the previous timed posterior before the next construction
         cpu, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         posterior = NystromPosterior(**problem)
@@ -153,6 +158,8 @@ def time_construction(problem: dict[str, Any],
         out["cpu_seconds"].append(now.ru_utime - cpu.ru_utime + out["sys_seconds"][-1])
     out["floor_seconds"] = [2.0 * job.arms * job.m**2 / r for r in out["gemm_flops"]]
     out["floor_ratio"] = [t / f for t, f in zip(out["seconds"], out["floor_seconds"], strict=True)]
+    out["cpu_floor_ratio"] = [t * r / (2.0 * job.arms * job.m**2) for t, r in
+                              zip(out["cpu_seconds"], out["gemm_cpu_flops"], strict=True)]
     assert posterior is not None
     return out, posterior
 
@@ -240,7 +247,7 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
             "t_med": float(np.median(con["seconds"])), "t_min": float(np.min(con["seconds"])),
             "cpu_med": float(np.median(con["cpu_seconds"])), "repeats": len(con["seconds"]),
             "sys_med": float(np.median(con["sys_seconds"])),
-            "cpu_ratio": float(np.median(np.divide(con["cpu_seconds"], con["floor_seconds"]))),
+            "cpu_ratio": float(np.median(con["cpu_floor_ratio"])),
             "gflops": float(np.median(con["gemm_flops"])) / 1e9,
             "floor": float(np.median(con["floor_seconds"])),
             "ratio": float(np.median(con["floor_ratio"])),
@@ -406,8 +413,9 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
     print(f"\nresparsification = NystromPosterior construction, d={args.d}, block_rows="
           f"{args.block_rows}; ratio = median over repeats of t / (2 A m^2 / GEMM rate measured "
           "just before), best = t_min / floor at the best rate; cpu = user + sys time of the "
-          "process (all threads), sys = its kernel part (page faults), cpu/fl = median cpu / "
-          "floor (with one BLAS thread: the ratio on an unshared core); load = 1-min load average")
+          "process (all threads), sys = its kernel part (page faults), cpu/fl = "
+          "the ratio in CPU seconds (construction and GEMM rate), robust to load; load = 1-min "
+          "load average")
     print(TIME_HEADER)
     for row in rows:
         print(format_rows(row)[0])
