@@ -12,7 +12,7 @@ from service.auth import create_key
 from service.problems import dataset_problem
 from service.store.database import make_engine, session_factory, transaction
 
-from .ui_helpers import create_study, run_trials
+from .ui_helpers import candidates, create_study, objective, run_trials
 
 ASYNC_BBKB = {"strategy": "bbkb", "mode": "async", "seed": 3, "lam": 0.5,
               "kernel": {"name": "rbf", "lengthscale": 0.2}}
@@ -34,6 +34,13 @@ def _wait_points(page, plot: str, n: int) -> None:  # type: ignore[no-untyped-de
     page.wait_for_function(
         f"() => {{ const p = document.querySelector('#{plot} path.series');"
         f" return p !== null && ({POINTS})(p) === {n}; }}")
+
+
+def _hyperparameters(page) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """The hyper-parameter table's full-precision numbers, by key."""
+    return dict(page.eval_on_selector_all(
+        "#hyperparameters td[data-value]",
+        "cells => cells.map(c => [c.parentElement.dataset.key, c.dataset.value])"))
 
 
 def _column(page, table: str, index: int = 0) -> list[str]:  # type: ignore[no-untyped-def]
@@ -71,6 +78,9 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
     assert page.is_hidden("#figure-regret")  # no built-in objective: no known optimum
     assert page.text_content("#study-name") == "campaign"
     assert '"strategy": "bbkb"' in page.text_content("#config")
+    _wait_points(page, "plot-lengthscale", len(batches))  # fixed kernel: 0.2 in every batch
+    assert _hyperparameters(page)["lengthscale"] == "0.2"
+    assert page.text_content("#hyperparameters [data-key=mode] td") == "fixed"
 
     # failed trials with their error text
     _wait_rows(page, "failed", [t["t"] for t in failed])
@@ -117,6 +127,63 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
     page.screenshot(path=str(shot), full_page=True)
     record_property("screenshot", str(shot))
     print(f"study page screenshot: {shot}")
+    assert shot.stat().st_size > 10_000
+
+
+def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_path, page,
+                                                         artifacts):
+    _, server = _server(server_factory, tmp_path, "none")
+    http = httpx.Client(base_url=server.url, timeout=30)
+    engine = {"strategy": "bbkb", "mode": "async", "seed": 3, "lam": 0.5,
+              "kernel": {"name": "rbf"}, "ard": True}  # no lengthscale: chosen by the engine
+    study = create_study(http, name="auto-kernel", engine=engine)
+    sid, X = study["id"], candidates()
+
+    def observe(arms: range) -> None:
+        body = {"observations": [{"candidate": i, "value": objective(X[i])} for i in arms]}
+        assert http.post(f"/v1/studies/{sid}/observations", json=body).status_code == 200
+
+    observe(range(0, 40, 2))  # 20 arms: the first batch fits
+    run_trials(http, sid, 8)
+    observe(range(41, 65, 2))  # 40 >= 1.5 x 20 observations: the next batch refits
+    run_trials(http, sid, 6)
+
+    def api_state() -> tuple[dict, list[dict]]:
+        return (http.get(f"/v1/studies/{sid}").json()["hyperparameters"],
+                http.get(f"/v1/studies/{sid}/batches").json()["batches"])
+
+    current, batches = api_state()
+    assert len({b["hyperparameters"]["fitted_at"] for b in batches}) == 2  # a refit happened
+    assert len(current["lengthscale"]) == 2 and current["variance"] is not None
+    names = study["parameter_names"]
+
+    page.goto(f"{server.url}/ui/studies/{sid}?poll=300")
+    _wait_points(page, "plot-lengthscale", len(batches))
+    series = page.eval_on_selector_all(
+        "#plot-lengthscale path.series", f"ps => ps.map(p => [p.dataset.name, ({POINTS})(p)])")
+    assert series == [[name, len(batches)] for name in names]  # ARD: one line per dimension
+    expected = {f"lengthscale-{j}": v for j, v in enumerate(current["lengthscale"])} | {
+        k: current[k] for k in ("lam", "variance", "noise")}
+    shown = _hyperparameters(page)
+    assert {k: float(v) for k, v in shown.items()} == expected
+    assert page.text_content("#hyperparameters [data-key=fitted_at] td") == (
+        f"at {current['fitted_at']} observations")
+    assert "automatically" in page.text_content("#hyperparameters [data-key=mode] td")
+
+    # new observations -> a refit and new batches appear without a reload
+    observe(range(65, 120, 2))
+    run_trials(http, sid, 4)
+    refit, batches = api_state()
+    assert refit["fitted_at"] > current["fitted_at"]
+    _wait_points(page, "plot-lengthscale", len(batches))
+    page.wait_for_function(
+        "n => document.querySelector('#hyperparameters [data-key=fitted_at] td')"
+        ".textContent === `at ${n} observations`", arg=refit["fitted_at"])
+    assert float(_hyperparameters(page)["lengthscale-0"]) == refit["lengthscale"][0]
+
+    shot = artifacts / "study-hyperparameters.png"
+    page.screenshot(path=str(shot), full_page=True)
+    print(f"hyper-parameter screenshot: {shot}")
     assert shot.stat().st_size > 10_000
 
 

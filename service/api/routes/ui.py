@@ -79,6 +79,9 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
     <svg id="plot-dictionary" viewBox="0 0 480 240"></svg></figure>
   <figure><figcaption>time per resparsification (ms)</figcaption>
     <svg id="plot-resparsify" viewBox="0 0 480 240"></svg></figure>
+  <figure id="figure-lengthscale" hidden>
+    <figcaption id="lengthscale-caption">kernel lengthscale per batch</figcaption>
+    <svg id="plot-lengthscale" viewBox="0 0 480 240"></svg></figure>
 </section>
 <section>
   <h2>Failed trials <span id="failed-count" class="muted"></span></h2>
@@ -110,7 +113,12 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
 </section>
 <section>
   <h2>Configuration</h2>
-  <pre id="config"></pre>
+  <div class="config">
+    <div><h3>Kernel hyper-parameters (current batch)</h3>
+      <table id="hyperparameters" class="data" hidden><tbody></tbody></table>
+      <p id="hyperparameters-none" class="muted">none yet</p></div>
+    <pre id="config"></pre>
+  </div>
 </section>
 """
 

@@ -145,18 +145,23 @@ function extent(values, padFraction) {
   return [lo - pad, hi + pad];
 }
 
+const PALETTE = ["#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d",
+                 "#dc2626"];
+
 // One path per series: "line" (one vertex per point), "dots" (M x y h0 per point),
 // "bars" (M x y0 V y per point). Each path carries data-points = its number of points.
+// y: one series; or series: [{y, name}] sharing x (a legend names them, PALETTE colours them).
 // integerX: ticks on whole numbers only (evaluations, batches).
-function plot(svg, {x, y, kind, xLabel, yLabel, xFrom0 = false, integerX = true}) {
+function plot(svg, {x, y, series, kind, xLabel, yLabel, xFrom0 = false, integerX = true}) {
   svg.replaceChildren();
   const W = 480, H = 240, L = 58, R = 14, T = 10, B = 40;
   if (!x.length) {
     svgEl(svg, "text", {x: W / 2, y: H / 2, "text-anchor": "middle", class: "empty"}, "no data yet");
     return;
   }
+  series = series || [{y, name: ""}];
   let [x0, x1] = extent(x, kind === "bars" ? 0.04 : 0.02);
-  let [y0, y1] = extent(y, 0.06);
+  let [y0, y1] = extent(series.flatMap((s) => s.y), 0.06);
   if (xFrom0) x0 = Math.min(x0, 0);
   if (kind === "bars") { y0 = Math.min(0, y0); y1 = Math.max(0, y1); }
   const sx = (v) => L + (v - x0) / (x1 - x0) * (W - L - R);
@@ -174,19 +179,29 @@ function plot(svg, {x, y, kind, xLabel, yLabel, xFrom0 = false, integerX = true}
   svgEl(svg, "text", {x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", class: "label"}, xLabel);
   svgEl(svg, "text", {x: 12, y: (T + H - B) / 2, "text-anchor": "middle", class: "label",
                       transform: `rotate(-90 12 ${(T + H - B) / 2})`}, yLabel);
-  const parts = new Array(x.length);
   const base = sy(Math.max(y0, Math.min(0, y1)));
-  for (let i = 0; i < x.length; i++) {
-    const px = sx(x[i]).toFixed(1), py = sy(y[i]).toFixed(1);
-    if (kind === "line") parts[i] = (i ? "L" : "M") + px + " " + py;
-    else if (kind === "dots") parts[i] = "M" + px + " " + py + "h0";
-    else parts[i] = "M" + px + " " + base.toFixed(1) + "V" + py;
-  }
-  const path = svgEl(svg, "path", {d: parts.join(""), class: "series " + kind,
-                                   "data-points": x.length});
-  if (kind === "bars") {  // as wide as 70% of the space between bars (a style beats the CSS)
-    path.style.strokeWidth = Math.max(1, Math.min(24, 0.7 * (W - L - R) / (x1 - x0)));
-  }
+  series.forEach(({y: ys, name}, k) => {
+    const parts = new Array(x.length);
+    for (let i = 0; i < x.length; i++) {
+      const px = sx(x[i]).toFixed(1), py = sy(ys[i]).toFixed(1);
+      if (kind === "line") parts[i] = (i ? "L" : "M") + px + " " + py;
+      else if (kind === "dots") parts[i] = "M" + px + " " + py + "h0";
+      else parts[i] = "M" + px + " " + base.toFixed(1) + "V" + py;
+    }
+    const path = svgEl(svg, "path", {d: parts.join(""), class: "series " + kind,
+                                     "data-points": x.length, "data-name": name});
+    if (kind === "bars") {  // as wide as 70% of the space between bars (a style beats the CSS)
+      path.style.strokeWidth = Math.max(1, Math.min(24, 0.7 * (W - L - R) / (x1 - x0)));
+    }
+    if (series.length > 1) {
+      const colour = PALETTE[k % PALETTE.length];
+      path.style.stroke = colour;
+      const ly = T + 12 + 14 * k;
+      svgEl(svg, "line", {x1: W - R - 90, x2: W - R - 76, y1: ly - 4, y2: ly - 4,
+                          stroke: colour, "stroke-width": 2});
+      svgEl(svg, "text", {x: W - R - 72, y: ly, class: "legend"}, name);
+    }
+  });
 }
 
 // best[i] = the best of values[0..i]
@@ -195,6 +210,60 @@ function runningBest(values, maximize) {
   const better = maximize ? Math.max : Math.min;
   for (let i = 0; i < values.length; i++) best[i] = i ? better(best[i - 1], values[i]) : values[i];
   return best;
+}
+
+// ---------------------------------------------------------------- kernel hyper-parameters
+
+const MAX_LENGTHSCALE_SERIES = 8;
+
+// The lengthscales of batches (each with hyper-parameters) as plot series: one per dimension for
+// ARD with up to MAX_LENGTHSCALE_SERIES dimensions, else one (isotropic, or the geometric mean).
+// An ARD study's batches before its first accepted fit hold one lengthscale for every dimension.
+function lengthscaleSeries(batches, names) {
+  const ells = batches.map((b) => b.hyperparameters.lengthscale);
+  const q = ells.reduce((m, l) => Math.max(m, l.length), 1);
+  if (q === 1) return [{y: ells.map((l) => l[0]), name: "lengthscale"}];
+  if (q <= MAX_LENGTHSCALE_SERIES) {
+    return Array.from({length: q}, (_, j) => ({y: ells.map((l) => l[l.length === 1 ? 0 : j]),
+                                               name: names[j] || "x" + j}));
+  }
+  const geometricMean = (l) => Math.exp(l.reduce((a, v) => a + Math.log(v), 0) / l.length);
+  return [{y: ells.map(geometricMean), name: `geometric mean of ${q}`}];
+}
+
+// The current batch's hyper-parameters (GET /v1/studies/{id} .hyperparameters) as table rows;
+// numbers show 5 digits, their full value is in data-value and the tooltip.
+function showHyperparameters(study) {
+  const hp = study.hyperparameters;
+  const body = document.querySelector("#hyperparameters tbody");
+  body.replaceChildren();
+  document.getElementById("hyperparameters-none").hidden = hp !== null;
+  document.getElementById("hyperparameters").hidden = hp === null;
+  if (hp === null) return;
+  const engine = study.spec.engine || {};
+  const scaled = engine.normalize && engine.normalize !== "none";
+  const rows = [["chosen", "mode", engine.hyperparameters === "auto"
+    ? "automatically (marginal likelihood)" : "fixed"],
+    ["inputs", "normalize", scaled ? `${engine.normalize}-normalised (lengthscales in those units)`
+      : "as given"]];
+  hp.lengthscale.forEach((v, j) => rows.push(hp.lengthscale.length === 1
+    ? ["lengthscale", "lengthscale", v]
+    : [`lengthscale ${study.parameter_names[j] || "x" + j}`, "lengthscale-" + j, v]));
+  rows.push(["\u03bb (regulariser)", "lam", hp.lam],
+            ["signal variance", "variance", hp.variance ?? "not fitted"],
+            ["noise variance", "noise", hp.noise ?? "not fitted"],
+            ["last fit", "fitted_at", hp.fitted_at
+              ? `at ${hp.fitted_at} observations` : "none yet (initial values)"]);
+  for (const [label, key, value] of rows) {
+    const row = body.insertRow();
+    row.dataset.key = key;
+    const th = document.createElement("th");
+    th.textContent = label;
+    row.appendChild(th);
+    if (typeof value !== "number") { cell(row, value); continue; }
+    const td = cell(row, fmt(value), "num");
+    td.dataset.value = td.title = String(value);
+  }
 }
 
 // ---------------------------------------------------------------- studies page
@@ -348,6 +417,16 @@ function studyPage(id) {
     plot(document.getElementById("plot-resparsify"),
          {x: timed.map((r) => r.index), y: timed.map((r) => 1000 * r.open_seconds), kind: "bars",
           xLabel: "batch", yLabel: "milliseconds"});
+    const kernel = b.filter((r) => r.hyperparameters);
+    document.getElementById("figure-lengthscale").hidden =
+      !kernel.length && study.hyperparameters === null;
+    const series = lengthscaleSeries(kernel, study.parameter_names);
+    document.getElementById("lengthscale-caption").textContent = "kernel lengthscale per batch" +
+      (series.length > 1 ? " (one line per dimension)"
+        : series[0].name !== "lengthscale" ? ` (${series[0].name} dimensions)` : "");
+    plot(document.getElementById("plot-lengthscale"),
+         {x: kernel.map((r) => r.index), series, kind: "line", xLabel: "batch",
+          yLabel: "lengthscale"});
   };
 
   const showStudy = () => {
@@ -362,6 +441,7 @@ function studyPage(id) {
       `${c.completed} completed, ${c.running} running, ${c.pending} pending, ` +
         `${c.failed + c.abandoned} failed`,
       `${study.n_batches} batches, dictionary ${study.dictionary_size}`, best].join(" \u00b7 ");
+    showHyperparameters(study);
     document.getElementById("config").textContent = JSON.stringify(
       {name: study.name, n_candidates: study.n_candidates, dim: study.dim,
        parameter_names: study.parameter_names, created_at: study.created_at, ...study.spec},
