@@ -187,6 +187,32 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
     assert shot.stat().st_size > 10_000
 
 
+def test_many_ard_dimensions_plot_their_geometric_mean(server_factory, tmp_path, page):
+    _, server = _server(server_factory, tmp_path, "none")
+    http = httpx.Client(base_url=server.url, timeout=30)
+    X = candidates(60, 10)
+    sid = create_study(http, name="wide", candidates=X.tolist(), engine={
+        "strategy": "bbkb", "mode": "async", "seed": 3, "lam": 0.5, "kernel": {"name": "rbf"},
+        "ard": True})["id"]
+    body = {"observations": [{"candidate": i, "value": float(X[i, 0] + X[i, 1] ** 2)}
+                             for i in range(30)]}
+    assert http.post(f"/v1/studies/{sid}/observations", json=body).status_code == 200
+    run_trials(http, sid, 2, value=lambda trial: 0.0)
+    batches = http.get(f"/v1/studies/{sid}/batches").json()["batches"]
+    ells = http.get(f"/v1/studies/{sid}").json()["hyperparameters"]["lengthscale"]
+    assert len(ells) == 10  # the fit was accepted: one lengthscale per dimension
+
+    page.goto(f"{server.url}/ui/studies/{sid}?poll=300")
+    _wait_points(page, "plot-lengthscale", len(batches))
+    assert page.eval_on_selector_all("#plot-lengthscale path.series",
+                                     "ps => ps.map(p => p.dataset.name)") == [
+        "geometric mean of 10"]
+    assert "geometric mean of 10" in page.text_content("#lengthscale-caption")
+    page.wait_for_selector("#hyperparameters [data-key=lengthscale-9]")
+    shown = _hyperparameters(page)
+    assert [float(shown[f"lengthscale-{j}"]) for j in range(10)] == ells
+
+
 def test_keys_mode_asks_for_the_key_sorts_and_isolates_owners(server_factory, tmp_path, page):
     url, server = _server(server_factory, tmp_path, "keys")
     engine = make_engine(url)
