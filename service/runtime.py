@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
-from .engine import EngineConfig, EngineError, Strategy
+from .engine import EngineConfig, Strategy
 from .errors import Conflict, NotFound, ServiceError
 from .searchspace import SearchSpace, decode_matrix_row
 from .store import queries
@@ -94,9 +94,9 @@ class Runtimes:
                     study.version += 1
                     study.updated_at = utcnow()
                     runtime.version = study.version
-            except (ServiceError, EngineError):
+            except ServiceError:
                 raise  # raised before the engine was touched: the cache stays valid
-            except BaseException:
+            except BaseException:  # engine errors too: one may come from a half-opened batch
                 self._cache.pop(study_id, None)
                 raise
         return result

@@ -247,3 +247,25 @@ def test_best_trial_in_the_study_direction_earliest_on_ties(database_url, tmp_pa
             best = client.get(f"/v1/studies/{sid}/best").json()
             assert (best["candidate"], best["value"]) == expect
             assert client.get(f"/v1/studies/{sid}").json()["best"]["candidate"] == expect[0]
+
+
+def test_a_study_whose_every_candidate_failed_says_so(database_url, tmp_path):
+    with app_client(database_url, tmp_path) as client:
+        sid = client.post("/v1/studies", json={
+            "name": "doomed", "candidates": [[0.0], [1.0]], "max_attempts": 1,
+            "engine": {"strategy": "uniform", "batch_size": 1, "mode": "sync"}}).json()["id"]
+        failed = set()
+        for _ in range(20):
+            r = client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w"})
+            if r.status_code != 200:
+                break
+            (trial,) = r.json()["trials"]
+            failed.add(trial["candidate"])
+            client.post(f"/v1/studies/{sid}/trials/{trial['id']}/fail",
+                        json={"reason": "crash", "retryable": False})
+        assert failed == {0, 1}  # a failed candidate is not proposed again
+        assert r.status_code == 422 and "every candidate has failed" in r.json()["detail"]
+        again = client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w"})
+        assert again.status_code == 422  # and again, the study unchanged
+        counts = client.get(f"/v1/studies/{sid}").json()["counts"]
+        assert {k: v for k, v in counts.items() if v} == {"failed": 2}
