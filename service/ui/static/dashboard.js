@@ -252,8 +252,9 @@ function showHyperparameters(study) {
   rows.push(["\u03bb (regulariser)", "lam", hp.lam],
             ["signal variance", "variance", hp.variance ?? "not fitted"],
             ["noise variance", "noise", hp.noise ?? "not fitted"],
-            ["last fit", "fitted_at", hp.fitted_at
-              ? `at ${hp.fitted_at} observations` : "none yet (initial values)"]);
+            ["last refit", "fitted_at", !hp.fitted_at ? "none yet (initial values)"
+              : `at ${hp.fitted_at} observations` + (hp.variance === null
+                ? " (rejected: the data looked like noise, the values were kept)" : "")]);
   for (const [label, key, value] of rows) {
     const row = body.insertRow();
     row.dataset.key = key;
