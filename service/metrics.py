@@ -66,5 +66,12 @@ class LatencyMiddleware:
 
 
 def _ids(params: dict[str, object]) -> dict[str, object]:
-    """Path parameters, numeric ids as numbers (study_id, trial_id)."""
-    return {k: int(v) if isinstance(v, str) and v.isdigit() else v for k, v in params.items()}
+    """Path parameters, numeric ids as numbers (study_id, trial_id); anything else as given."""
+    return {k: _number(v) for k, v in params.items()}
+
+
+def _number(value: object) -> object:
+    try:
+        return int(value) if isinstance(value, str) and value.isascii() else value
+    except ValueError:
+        return value

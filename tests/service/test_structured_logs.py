@@ -76,3 +76,21 @@ def test_bbkb_serve_logs_json_lines_for_requests_and_batches(tmp_path):
     assert complete["ms"] > 0
     assert any(e["msg"] == "batch opened" and e["study_id"] == sid for e in events)
     assert not any(e["logger"] == "uvicorn.access" for e in events)
+
+
+def test_access_log_keeps_odd_path_ids_as_text_and_never_turns_a_4xx_into_a_500(
+        tmp_path, caplog):
+    from service.api.app import create_app
+    from service.settings import Settings
+
+    from .helpers import TestClient
+
+    caplog.set_level(logging.INFO, logger="bbkb.access")
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'a.db'}", auth="none",
+                              data_dir=tmp_path))
+    with TestClient(app) as client:
+        assert client.get("/v1/studies/\u00b2").status_code == 422  # "²".isdigit() is True
+        assert client.get("/v1/studies/12").status_code == 404
+    events = {r.getMessage(): r for r in caplog.records if r.name == "bbkb.access"}
+    assert events["GET /v1/studies/12 404"].study_id == 12
+    assert any(m.startswith("GET /v1/studies/") and m.endswith(" 422") for m in events)
