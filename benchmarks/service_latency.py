@@ -2,9 +2,15 @@
 
 1. Ask + tell round trip (``POST suggestions`` with count=1, then ``POST complete``) with a
    trivial objective, one server process on SQLite, for studies holding 10^3, 10^4 and 10^5
-   trials (grown by a warm-start import, then 10 batches of live trials). p50 / p99 / mean.
+   trials (grown by a warm-start import, then 20 live round trips to warm up). Wall-clock p50 /
+   p99 / mean of the round trip and of its ask and tell halves, and the server process's CPU
+   milliseconds per round trip (from /proc/<pid>/stat): on a shared machine the wall clock
+   includes waiting for a core, the CPU time does not (it is what a quiet core would take).
 2. Restart: a study with A = 10^5 candidates and 10^5 trials; the server is killed (SIGKILL)
-   and started again; time until the first suggestion is served (process start + lazy rebuild).
+   and started again; time until the first suggestion is served (process start + lazy rebuild),
+   in wall seconds and in the new server process's CPU seconds.
+The load average is printed with each figure: wall-clock numbers above ~2 (two cores) include
+queueing behind other processes.
 
 Usage: python benchmarks/service_latency.py [--quick] [--sizes 1000 10000 100000]
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +31,17 @@ from service.processes import ServerProcess
 
 ENGINE = {"strategy": "bbkb", "mode": "async", "lam": 1.0, "explore": 0.3, "seed": 0,
           "kernel": {"name": "rbf", "lengthscale": 0.5}}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load() -> str:
+    return "load {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
 
 
 def objective(x: np.ndarray) -> np.ndarray:
@@ -55,15 +73,18 @@ def grow(http: httpx.Client, sid: int, candidates: np.ndarray, n_trials: int,
 
 
 def round_trips(http: httpx.Client, sid: int, candidates: np.ndarray, n: int) -> np.ndarray:
-    seconds = np.empty(n)
+    """Wall seconds of n ask + tell round trips: columns (ask, tell)."""
+    seconds = np.empty((n, 2))
     for i in range(n):
         start = time.perf_counter()
         (trial,) = http.post(f"/v1/studies/{sid}/suggestions",
                              json={"worker_id": "bench", "count": 1}).json()["trials"]
+        asked = time.perf_counter()
         value = float(objective(candidates[trial["candidate"]])[0])
+        told = time.perf_counter()
         http.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
                   json={"value": value}).raise_for_status()
-        seconds[i] = time.perf_counter() - start
+        seconds[i] = asked - start, time.perf_counter() - told
     return seconds
 
 
@@ -73,16 +94,22 @@ def latency(sizes: list[int], n: int, arms: int) -> None:
         server = ServerProcess({"BBKB_DATA_DIR": tmp, "BBKB_AUTH": "none"}).start()
         try:
             with httpx.Client(base_url=server.url, timeout=120) as http:
-                print(f"{'trials':>8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}  (A={arms}, "
-                      f"{n} round trips)")
+                print(f"A={arms}, {n} round trips per size; wall ms (round trip, then ask | tell"
+                      f" p50), server CPU ms per round trip")
+                print(f"{'trials':>8} {'p50':>7} {'p99':>7} {'mean':>7} {'ask50':>7} "
+                      f"{'tell50':>7} {'cpu/rt':>7}")
                 for size in sizes:
                     X = rng.random((arms, 2))
                     sid = create_study(http, f"lat-{size}", X)
                     grow(http, sid, X, size, rng)
                     round_trips(http, sid, X, 20)  # warm-up: the first ask builds the engine
+                    cpu = cpu_seconds(server.proc.pid)
                     ms = 1000 * round_trips(http, sid, X, n)
-                    print(f"{size:>8} {np.percentile(ms, 50):8.2f} {np.percentile(ms, 99):8.2f}"
-                          f" {ms.mean():8.2f}")
+                    cpu_ms = 1000 * (cpu_seconds(server.proc.pid) - cpu) / n
+                    rt = ms.sum(axis=1)
+                    print(f"{size:>8} {np.percentile(rt, 50):7.2f} {np.percentile(rt, 99):7.2f}"
+                          f" {rt.mean():7.2f} {np.median(ms[:, 0]):7.2f}"
+                          f" {np.median(ms[:, 1]):7.2f} {cpu_ms:7.2f}  ({load()})", flush=True)
         finally:
             server.stop()
 
@@ -101,14 +128,16 @@ def restart(n_trials: int, arms: int) -> None:
         size = Path(tmp, "bbkb.db").stat().st_size / 1e6
         start = time.perf_counter()
         server = ServerProcess(env).start()
-        ready = time.perf_counter() - start
+        ready, ready_cpu = time.perf_counter() - start, cpu_seconds(server.proc.pid)
         with httpx.Client(base_url=server.url, timeout=600) as http:
             http.post(f"/v1/studies/{sid}/suggestions",
                       json={"worker_id": "bench", "count": 1}).raise_for_status()
-        served = time.perf_counter() - start
+        served, served_cpu = time.perf_counter() - start, cpu_seconds(server.proc.pid)
         server.stop()
     print(f"restart with A={arms}, {n_trials + 50} trials (database {size:.0f} MB): "
-          f"process ready {ready:.2f} s, first suggestion served {served:.2f} s")
+          f"process ready {ready:.2f} s ({ready_cpu:.2f} CPU s), first suggestion served "
+          f"{served:.2f} s ({served_cpu:.2f} CPU s; rebuild {served - ready:.2f} s, "
+          f"{served_cpu - ready_cpu:.2f} CPU s)  ({load()})")
 
 
 def main() -> None:

@@ -91,9 +91,7 @@ class Runtimes:
                                        field="study_id")
                     runtime = self._current(session, study)
                     result = change(session, runtime, study)
-                    study.version += 1
-                    study.updated_at = utcnow()
-                    runtime.version = study.version
+                    runtime.version = queries.bump_version(session, study, utcnow())
             except ServiceError:
                 raise  # raised before the engine was touched: the cache stays valid
             except BaseException:  # engine errors too: one may come from a half-opened batch

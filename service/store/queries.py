@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Select, func, insert, select, update
+from sqlalchemy import Select, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from ..engine import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, EngineState
 from .arrays import from_bytes, join_rows, split_rows, to_bytes
@@ -23,6 +25,37 @@ ENGINE_STATUS = {"pending": PENDING, "running": PENDING, "completed": OBSERVED,
                  "failed": ABANDONED, "abandoned": ABANDONED}
 ENGINE_KIND = {"suggested": SUGGESTED, "imported": IMPORTED}
 FINAL = ("completed", "failed", "abandoned")
+
+
+# The request path's statements are built once (compiled once, no expression rebuilt per
+# request). The updates are Core updates of the tables: no ORM session synchronisation (a batch
+# row is never loaded in the session; bump_version keeps the loaded study in step).
+_studies, _batches = Study.__table__, Batch.__table__
+_BUMP_VERSION = update(_studies).where(_studies.c.id == bindparam("s_id")).values(
+    version=bindparam("s_version"),
+    updated_at=bindparam("s_updated", type_=_studies.c.updated_at.type))
+_BATCH_PROGRESS = (update(_batches)
+                   .where(_batches.c.study_id == bindparam("b_study"),
+                          _batches.c.index == bindparam("b_index"))
+                   .values(size=bindparam("b_size"), stop_reason=bindparam("b_reason"),
+                           closed_at=func.coalesce(_batches.c.closed_at, bindparam(
+                               "b_closed", type_=_batches.c.closed_at.type))))
+_RUNNING_FOR_WORKER = select(Trial).where(
+    Trial.study_id == bindparam("study"), Trial.worker_id == bindparam("worker"),
+    Trial.status == "running").order_by(Trial.t)
+_REQUEUED = select(Trial).where(Trial.study_id == bindparam("study"),
+                                Trial.status == "pending").order_by(Trial.t).limit(
+                                    bindparam("limit"))
+
+
+def bump_version(session: Session, study: Study, now: datetime) -> int:
+    """Record that the study changed (version + 1) and return the new version; the loaded
+    ``study`` is kept in step without being marked dirty (no ORM flush of it)."""
+    version = study.version + 1
+    session.execute(_BUMP_VERSION, {"s_id": study.id, "s_version": version, "s_updated": now})
+    set_committed_value(study, "version", version)
+    set_committed_value(study, "updated_at", now)
+    return version
 
 
 def save_candidates(session: Session, study_id: int, candidates: np.ndarray) -> None:
@@ -97,21 +130,18 @@ def save_batch(session: Session, study_id: int, info: Any, *, new: bool, now: An
                           embedding_dim=info.embedding_dim, open_seconds=seconds,
                           hyperparameters=info.hyperparameters))
         return
-    session.execute(update(Batch).where(Batch.study_id == study_id, Batch.index == info.index)
-                    .values(size=info.size, stop_reason=info.stop_reason,
-                            closed_at=func.coalesce(Batch.closed_at, closed)))
+    session.execute(_BATCH_PROGRESS, {"b_study": study_id, "b_index": info.index,
+                                      "b_size": info.size, "b_reason": info.stop_reason,
+                                      "b_closed": closed})
 
 
 def running_for_worker(session: Session, study_id: int, worker_id: str) -> list[Trial]:
-    return list(session.scalars(select(Trial).where(
-        Trial.study_id == study_id, Trial.worker_id == worker_id, Trial.status == "running")
-        .order_by(Trial.t)))
+    return list(session.scalars(_RUNNING_FOR_WORKER, {"study": study_id, "worker": worker_id}))
 
 
 def requeued(session: Session, study_id: int, limit: int) -> list[Trial]:
     """Trials waiting for a worker (returned to the pool after a lost lease or a failure)."""
-    return list(session.scalars(select(Trial).where(
-        Trial.study_id == study_id, Trial.status == "pending").order_by(Trial.t).limit(limit)))
+    return list(session.scalars(_REQUEUED, {"study": study_id, "limit": limit}))
 
 
 def expired_leases(session: Session, now: Any) -> list[tuple[int, int]]:
