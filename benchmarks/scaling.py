@@ -8,8 +8,10 @@ worker subprocess measures
    candidates (one pass in row blocks, 2 A m m' GEMM flops plus the kernel block, BBKB Appendix
    A.3), median and minimum wall time of several repeats. Each construction follows a measurement
    of this machine's float64 GEMM rate on its (block_rows x m) @ (m x m) product; the floor is
-   2 A m^2 / that rate and t / floor is taken pair by pair (robust to slowly varying load);
-2. the in-batch step: ``LazyUCB.select`` + ``NystromPosterior.add_pending``, averaged over
+   2 A m^2 / that rate and t / floor is taken pair by pair (robust to slowly varying load). The
+   same ratio in CPU seconds (user + sys of the construction, GEMM rate per CPU second) does not
+   depend on how much of a shared core the process got;
+2. the in-batch step: ``LazyUCB.select`` + ``NystromPosterior.add_pending``, median over
    ``--steps`` steps of one batch (non-constant mean from random observed data); the once-per-batch
    ``LazyUCB.start`` (bounds and sort, O(A log A)) is timed apart;
 3. memory: ``ru_maxrss`` after the first construction minus the mark taken after the candidates
@@ -21,7 +23,9 @@ It prints both tables with the load average of each configuration, fits log t = 
 b log m, checks the issue-2 targets (A = 1e6, d = 20, m = 256: under 10 s, under 8 GB, within 2x
 of the floor) and saves ``benchmarks/results/scaling[_quick].json`` and ``.png``.
 
-Usage (set OPENBLAS_NUM_THREADS=1 on a shared machine, or pass --blas-threads)::
+The workers inherit the environment: set OPENBLAS_NUM_THREADS=1 on a shared machine (or pass
+--blas-threads); NUMPY_MADVISE_HUGEPAGE=0 shows the cost of numpy's transparent huge pages on the
+first touch of the fresh A x m' array (the sys column). Usage::
 
     python benchmarks/scaling.py --quick          # < 60 s smoke run
     python benchmarks/scaling.py                  # full grid, A = 1e3..1e6, m = 64..512
