@@ -393,7 +393,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=3, help="timed constructions (at least)")
     ap.add_argument("--min-seconds", type=float, default=2.0,
                     help="repeat cheap configurations until this much time (max 25)")
-    ap.add_argument("--steps", type=int, default=200, help="in-batch steps to average")
+    ap.add_argument("--steps", type=int, default=200, help="in-batch steps (median per step)")
     ap.add_argument("--pulled", type=int, default=2000, help="distinct pulled arms (>= 2m)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--blas-threads", type=int, default=0,
