@@ -34,6 +34,8 @@ Usage::
     python benchmarks/literature.py                          # every experiment, paper sizes
     python benchmarks/literature.py --experiment gssbo --T 300 --seeds 2 --buffer 60 \\
         --functions hartmann6 levy20
+    python benchmarks/literature.py --summarize results/literature/gssbo_runs.jsonl \\
+        --checkpoint 100 --T 1000                            # regret / time at t = 100, 200, ...
 """
 
 from __future__ import annotations
@@ -156,6 +158,47 @@ def table_rows(runs: list[Run], problems: dict[str, Problem]) -> list[list[str]]
     return rows
 
 
+def extrapolate(marks: np.ndarray, seconds: np.ndarray, horizon: int) -> tuple[float, float]:
+    """Cumulative time at ``horizon`` from a power law c t^p fitted to the per-step time.
+
+    The per-step time of each of the last three checkpoint intervals (at its midpoint) gives
+    log c and p by least squares; the cumulative time then grows by c (T^(p+1) - t^(p+1)) / (p+1).
+    Returns (p, extrapolated cumulative seconds).
+    """
+    mid = 0.5 * (marks[1:] + marks[:-1])[-3:]
+    cost = (np.diff(seconds) / np.diff(marks))[-3:]
+    p, log_c = np.polyfit(np.log(mid), np.log(cost), 1)
+    t = float(marks[-1])
+    return float(p), float(seconds[-1] + np.exp(log_c) * (horizon ** (p + 1) - t ** (p + 1))
+                           / (p + 1))
+
+
+def summarize(logs: list[Path], every: int, horizon: int) -> str:
+    """Mean regret and CPU time per (problem, method) at every ``every`` steps of JSONL logs;
+    groups stopped by the budget before ``horizon`` get their time extrapolated to it."""
+    records = [json.loads(line) for log in logs for line in log.read_text().splitlines()]
+    rows, notes = [], []
+    for key in dict.fromkeys((r["problem"], r["method"]) for r in records):
+        group = [r for r in records if (r["problem"], r["method"]) == key]
+        reached = min(r["T"] for r in group)
+        marks = np.array(sorted({int(m) for r in group for m in r["checkpoints"]
+                                 if int(m) <= reached and all(m in g["checkpoints"]
+                                                              for g in group)}))
+        regret = np.array([[r["checkpoints"][str(m)][0] for m in marks] for r in group]).mean(0)
+        secs = np.array([[r["checkpoints"][str(m)][1] for m in marks] for r in group]).mean(0)
+        for m, reg, sec in zip(marks, regret, secs, strict=True):
+            if m % every == 0:
+                rows.append([*key, str(len(group)), str(m), f"{reg:.4g}", f"{sec:.1f}"])
+        if reached < horizon and len(marks) >= 4:
+            p, total = extrapolate(marks, secs, horizon)
+            notes.append(f"{key[0]} {key[1]}: stopped at t = {marks[-1]} ({secs[-1]:.1f} CPU s); "
+                         f"per-step time ~ t^{p:.2f} -> about {total:.0f} CPU s at T = {horizon} "
+                         f"(extrapolated)")
+    table = common.format_table(["problem", "method", "seeds", "t", "mean R_t", "mean CPU s"],
+                                rows)
+    return "\n".join([table, *notes])
+
+
 def plot(runs: list[Run], problems: dict[str, Problem], path: Path) -> None:
     import matplotlib
 
@@ -197,6 +240,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="stop a run once its engine CPU time exceeds this many seconds")
     p.add_argument("--checkpoint", type=int, default=100,
                    help="log regret and time every this many steps")
+    p.add_argument("--summarize", type=Path, nargs="+", metavar="JSONL",
+                   help="print checkpoint means of these run logs (every --checkpoint steps, "
+                        "budget-stopped time extrapolated to --T) and exit")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "literature")
     args = p.parse_args(argv)
     if args.quick:
@@ -206,6 +252,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.summarize:
+        print(summarize(args.summarize, args.checkpoint, args.T))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     experiments = list(EXPERIMENTS) if args.experiment == "all" else [args.experiment]
     for experiment in experiments:
