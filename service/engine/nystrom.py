@@ -81,12 +81,15 @@ class NystromPosterior:
     The construction is one pass over the candidates in blocks of ``block_rows``: kernel block
     (written in place), one GEMM into the stored z', then the norms and the mean while the block is
     in cache. Its cost is 2 A m m' flops for the GEMM plus the kernel block (BBKB Appendix A.3).
+    ``workspace``: a flat float64 buffer to hold z' (the previous batch's ``workspace``, which
+    that batch no longer uses): a fresh A x m' array costs seconds of page faults at A = 10^6.
     """
 
     def __init__(self, kernel: Kernel, candidates: np.ndarray, dictionary: np.ndarray, *,
                  lam: float, pulled_arms: np.ndarray, pulled_counts: np.ndarray,
                  observed_arms: np.ndarray, observed_counts: np.ndarray,
-                 observed_sums: np.ndarray, block_rows: int) -> None:
+                 observed_sums: np.ndarray, block_rows: int,
+                 workspace: np.ndarray | None = None) -> None:
         self.lam = lam
         self.dictionary = np.asarray(dictionary, dtype=np.int64)
         self.embedding = Embedding(kernel, candidates[self.dictionary])
@@ -99,7 +102,10 @@ class NystromPosterior:
         project = (embed.transform @ Q) / np.sqrt(v)  # z'(x) = project^T k_S(x)
         self._scale = v  # z = Q v^1/2 z': ||z||^2 = sum v z'^2, L L^T of before = diag(v)
         A, dim, points = len(candidates), embed.dim, embed.points
-        self.whitened = np.empty((A, dim))
+        if workspace is None or workspace.size < A * dim:  # headroom: m' varies batch to batch
+            workspace = np.empty(int(1.25 * A * dim) + 1)
+        self.workspace = workspace
+        self.whitened = workspace[: A * dim].reshape(A, dim)
         self.residual = np.empty(A)  # k(x, x) - ||z(x)||^2, clipped at 0
         self.variance_start = np.empty(A)
         self.mean = np.empty(A)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.engine import RBF, Linear, Matern52
+from service.engine import RBF, Linear, Matern52, Strategy
 from service.engine.exact import ExactPosterior
 from service.engine.nystrom import Embedding, NystromPosterior
 
-from .helpers import exact_posterior
+from .helpers import exact_posterior, smooth_problem
 
 KERNELS = [RBF(lengthscale=0.7), Matern52(lengthscale=0.8, variance=2.0)]
 
@@ -132,3 +132,22 @@ def test_covariance_start_matches_definition():
     expected = (kernel(X, X[j : j + 1])[:, 0] - Z @ Z[j]) / lam + Z @ np.linalg.solve(V, Z[j])
     np.testing.assert_allclose(post.covariance_start(j), expected, rtol=1e-8, atol=1e-11)
     np.testing.assert_allclose(post.covariance_start(j)[j], post.variance_start[j], rtol=1e-9)
+
+
+def test_a_batch_reuses_the_previous_batch_buffer_and_gets_the_same_posterior():
+    """The z' buffer goes from batch to batch (no fresh A x m' allocation per resparsification);
+    the posterior must not depend on what the buffer held."""
+    X, f = smooth_problem(n=300, d=2, seed=3)
+    strategy = Strategy(X, strategy="bbkb", kernel={"name": "rbf", "lengthscale": 0.3},
+                        mode="sync", seed=1)
+    rng = np.random.default_rng(0)
+    buffers = []
+    for _ in range(8):
+        for s in strategy.ask_batch():
+            strategy.tell(s.t, float(f[s.arm]) + 0.01 * rng.standard_normal())
+        posterior = strategy._posterior
+        buffers.append(posterior.workspace)
+        rebuilt = Strategy.restore(X, strategy.config, strategy.state())._posterior
+        np.testing.assert_array_equal(rebuilt.mean, posterior.mean)
+        np.testing.assert_array_equal(rebuilt.variance_start, posterior.variance_start)
+    assert len({id(b) for b in buffers[2:]}) < len(buffers) - 2  # reused, not reallocated
