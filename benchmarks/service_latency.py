@@ -98,9 +98,9 @@ def latency(sizes: list[int], n: int, arms: int) -> None:
                       f" p50), server CPU ms per round trip")
                 print(f"{'trials':>8} {'p50':>7} {'p99':>7} {'mean':>7} {'ask50':>7} "
                       f"{'tell50':>7} {'cpu/rt':>7}")
-                for size in sizes:
+                for i, size in enumerate(sizes):
                     X = rng.random((arms, 2))
-                    sid = create_study(http, f"lat-{size}", X)
+                    sid = create_study(http, f"lat-{i}-{size}", X)
                     grow(http, sid, X, size, rng)
                     round_trips(http, sid, X, 20)  # warm-up: the first ask builds the engine
                     cpu = cpu_seconds(server.proc.pid)

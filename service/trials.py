@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 from sqlalchemy.orm import Session
 
 from .errors import Conflict, Invalid, NotFound
@@ -67,8 +68,10 @@ def _new_trials(session: Session, runtime: StudyRuntime, worker_id: str, count: 
     strategy = runtime.strategy
     before = strategy.batch
     selections = strategy.ask(count)
-    if strategy.batch > before:
-        queries.fold_outcomes(session, runtime.study_id, before + 1)
+    if strategy.batch > before:  # the outcomes the engine folded into the batches it opened
+        folded = strategy.records["folded"]
+        t = np.flatnonzero(folded > before)
+        queries.fold_outcomes(session, runtime.study_id, t, folded[t])
     for info in reversed(strategy.batches):  # the batches this ask touched, newest first
         if info.index < max(before, 0):
             break

@@ -6,10 +6,13 @@ record, on both databases.
 
 from __future__ import annotations
 
-from sqlalchemy import select
+import numpy as np
+from sqlalchemy import insert, select
 
-from service.store.database import transaction
-from service.store.models import Batch, Study
+from service.store import queries
+from service.store.database import make_engine, transaction
+from service.store.migrate import ensure_schema
+from service.store.models import Batch, Study, Trial, utcnow
 
 from .helpers import app_client, create_study, objective
 
@@ -85,3 +88,65 @@ def test_a_worker_gets_its_running_trials_then_requeued_ones(database_url, tmp_p
                                                                         other[1]["id"]]
         assert [t["attempt"] for t in again[2:]] == [2, 2]
         assert [t["id"] for t in ask("a", 1)] == [mine[0]["id"]]  # at most count
+
+
+def _folded(client, sid: int) -> np.ndarray:  # type: ignore[no-untyped-def]
+    with transaction(client.app.state.sessions) as session:
+        return np.array(session.scalars(select(Trial.folded).where(Trial.study_id == sid)
+                                        .order_by(Trial.t)).all())
+
+
+def test_folded_outcomes_in_the_database_mirror_the_engine(database_url, tmp_path):
+    """Imported, completed, failed, requeued and running trials across several batch openings:
+    the database's ``folded`` column is the engine's (what a rebuild restores)."""
+    with app_client(database_url, tmp_path) as client:
+        sid = create_study(client, engine={"strategy": "bbkb", "mode": "async", "seed": 4})["id"]
+        client.post(f"/v1/studies/{sid}/observations", json={"observations": [
+            {"candidate": i, "value": 0.1 * i} for i in range(5)]}).raise_for_status()
+        for i in range(60):
+            trials = client.post(f"/v1/studies/{sid}/suggestions",
+                                 json={"worker_id": f"w{i % 3}", "count": 2}).json()["trials"]
+            first, second = trials
+            client.post(f"/v1/studies/{sid}/trials/{first['id']}/complete",
+                        json={"value": objective(list(first["parameters"].values()))})
+            if i % 3 == 1:
+                client.post(f"/v1/studies/{sid}/trials/{second['id']}/fail",
+                            json={"reason": "x", "retryable": i % 2 == 0})
+        engine = client.app.state.runtimes._cache[sid].strategy
+        folded = engine.records["folded"]
+        assert engine.batch >= 2 and len(np.unique(folded[folded >= 0])) >= 2
+        np.testing.assert_array_equal(_folded(client, sid), folded)
+
+
+def test_fold_outcomes_writes_exactly_the_given_records(database_url, tmp_path):
+    with app_client(database_url, tmp_path) as client:
+        sid = create_study(client)["id"]
+        now = utcnow()
+        with transaction(client.app.state.sessions) as session:
+            session.execute(insert(Trial), [
+                {"study_id": sid, "t": t, "candidate": t, "batch": 0, "kind": "imported",
+                 "status": "completed", "value": 1.0, "folded": -1, "var_start": 1.0,
+                 "attempt": 0, "created_at": now} for t in range(10)])
+            queries.fold_outcomes(session, sid, np.array([0, 1, 2, 5, 7, 8]),
+                                  np.array([3, 3, 4, 4, 4, 4]))
+            queries.fold_outcomes(session, sid, np.array([], dtype=np.int64),
+                                  np.array([], dtype=np.int64))
+        np.testing.assert_array_equal(_folded(client, sid), [3, 3, 4, -1, -1, 4, -1, 4, 4, -1])
+
+
+def test_request_path_statements_search_an_index(tmp_path):
+    """SQLite's plans of the per-request statements: index searches, never a scan of trials."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'plans.db'}")
+    ensure_schema(engine, auto_upgrade=True)
+    with engine.connect() as connection:
+        for statement in (queries._FOLD_RUN, queries._RUNNING_FOR_WORKER, queries._REQUEUED,
+                          queries._BATCH_PROGRESS, queries._BUMP_VERSION):
+            sql = statement.compile(engine).string
+            plan = [row[3] for row in connection.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {sql}", (1,) * sql.count("?"))]
+            assert plan and all(step.startswith("SEARCH") for step in plan), (sql, plan)
+        fold = queries._FOLD_RUN.compile(engine).string
+        (step,) = [row[3] for row in connection.exec_driver_sql(
+            f"EXPLAIN QUERY PLAN {fold}", (1,) * fold.count("?"))]
+        assert "study_id=? AND t>? AND t<?" in step  # a range of t, not the study's trials
+    engine.dispose()
