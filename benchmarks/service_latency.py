@@ -13,6 +13,7 @@ The load average is printed with each figure: wall-clock numbers above ~2 (two c
 queueing behind other processes.
 
 Usage: python benchmarks/service_latency.py [--quick] [--sizes 1000 10000 100000]
+       [--round-trips 500] [--auth none|keys] [--no-restart]
 """
 
 from __future__ import annotations
@@ -88,14 +89,30 @@ def round_trips(http: httpx.Client, sid: int, candidates: np.ndarray, n: int) ->
     return seconds
 
 
-def latency(sizes: list[int], n: int, arms: int) -> None:
+def api_key(data_dir: str) -> str:
+    """A key in a fresh database (what ``bbkb keys create`` does), for BBKB_AUTH=keys."""
+    from service.auth import create_key
+    from service.settings import Settings
+    from service.store.database import make_engine, session_factory, transaction
+    from service.store.migrate import ensure_schema
+
+    engine = make_engine(str(Settings(data_dir=Path(data_dir)).database_url))
+    ensure_schema(engine)
+    with transaction(session_factory(engine)) as session:
+        token = create_key(session, "bench")
+    engine.dispose()
+    return token
+
+
+def latency(sizes: list[int], n: int, arms: int, auth: str = "none") -> None:
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
-        server = ServerProcess({"BBKB_DATA_DIR": tmp, "BBKB_AUTH": "none"}).start()
+        headers = {"Authorization": f"Bearer {api_key(tmp)}"} if auth == "keys" else {}
+        server = ServerProcess({"BBKB_DATA_DIR": tmp, "BBKB_AUTH": auth}).start()
         try:
-            with httpx.Client(base_url=server.url, timeout=120) as http:
-                print(f"A={arms}, {n} round trips per size; wall ms (round trip, then ask | tell"
-                      f" p50), server CPU ms per round trip")
+            with httpx.Client(base_url=server.url, timeout=120, headers=headers) as http:
+                print(f"A={arms}, {n} round trips per size, auth {auth}; wall ms (round trip,"
+                      f" then ask | tell p50), server CPU ms per round trip")
                 print(f"{'trials':>8} {'p50':>7} {'p99':>7} {'mean':>7} {'ask50':>7} "
                       f"{'tell50':>7} {'cpu/rt':>7}")
                 for i, size in enumerate(sizes):
@@ -146,13 +163,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
     parser.add_argument("--round-trips", type=int, default=500)
+    parser.add_argument("--auth", choices=["none", "keys"], default="none",
+                        help="keys: every request authenticated with an API key (the default "
+                             "deployment); none: the embedded single-user mode")
+    parser.add_argument("--no-restart", action="store_true", help="round trips only")
     args = parser.parse_args()
     if args.quick:
-        latency([1000, 5000], 100, 2000)
+        latency([1000, 5000], 100, 2000, args.auth)
         restart(5000, 5000)
         return
-    latency(args.sizes, args.round_trips, 2000)
-    restart(100_000, 100_000)
+    latency(args.sizes, args.round_trips, 2000, args.auth)
+    if not args.no_restart:
+        restart(100_000, 100_000)
 
 
 if __name__ == "__main__":
