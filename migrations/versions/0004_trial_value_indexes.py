@@ -19,7 +19,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_index('ix_trials_study_status_value', 'trials', ['study_id', 'status', 'value'])
+    op.create_index('ix_trials_study_status_value', 'trials', ['study_id', 'status', 'value', 't'])
     op.create_index('ix_trials_study_status_completed', 'trials',
                     ['study_id', 'status', 'completed_at', 't'])
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from ..auth import LOCAL_OWNER, authenticate, owner_id_for
@@ -15,15 +16,15 @@ from ..settings import Settings
 from ..store.database import transaction
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_runtimes(request: Request) -> Runtimes:
+async def get_runtimes(request: Request) -> Runtimes:
     return request.app.state.runtimes
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
@@ -32,8 +33,16 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-def get_owner(request: Request,
-              authorization: Annotated[str | None, Header()] = None) -> int:
+async def get_owner(request: Request,
+                    authorization: Annotated[str | None, Header()] = None) -> int:
+    """The caller's owner id; the database is read in the thread pool, never on the loop."""
+    state = request.app.state
+    if state.settings.auth == "none" and state.local_owner is not None:
+        return state.local_owner
+    return await run_in_threadpool(_owner, request, authorization)
+
+
+def _owner(request: Request, authorization: str | None) -> int:
     state = request.app.state
     with transaction(state.sessions) as session:
         if state.settings.auth == "none":

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import qmc
 
 from .problem import Problem
 
@@ -256,6 +255,8 @@ def _sobol(bounds: np.ndarray, n: int, seed: int) -> np.ndarray:
     """``(n, d)`` scrambled Sobol points scaled to ``bounds``."""
     if n == 0:
         return np.empty((0, bounds.shape[0]))
+    from scipy.stats import qmc  # here, not at import: 0.4 s of every server start-up
+
     sampler = qmc.Sobol(d=bounds.shape[0], scramble=True, seed=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # balance warning for n != 2^m

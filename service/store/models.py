@@ -138,7 +138,7 @@ class Trial(Base):
         Index("ix_trials_study_status_t", "study_id", "status", "t"),
         Index("ix_trials_status_lease", "status", "lease_expires_at"),
         Index("ix_trials_study_worker", "study_id", "worker_id", "status"),
-        Index("ix_trials_study_status_value", "study_id", "status", "value"),
+        Index("ix_trials_study_status_value", "study_id", "status", "value", "t"),
         Index("ix_trials_study_status_completed", "study_id", "status", "completed_at", "t"),
     )
 
