@@ -45,17 +45,30 @@ def _study(url: str, objective: str, **fields) -> int:  # type: ignore[no-untype
     return r.json()["id"]
 
 
+def _wait(url: str, sid: int, until, timeout: float, poll: float = 0.2) -> dict:  # type: ignore[no-untyped-def]
+    """Poll the study's dispatch status until ``until(status)``; its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()
+        if until(status):
+            return status
+        time.sleep(poll)
+    raise AssertionError(f"dispatch status never reached the condition: {status}")
+
+
+def _done(status: dict) -> bool:
+    return status["status"] == "done"
+
+
+def _warm(status: dict) -> bool:
+    return status["finished"] >= 1  # the workers have run a job
+
+
 def _dispatch_and_wait(url: str, sid: int, n: int, timeout: float = 120, **plan) -> dict:  # type: ignore[no-untyped-def]
     r = httpx.post(f"{url}/v1/studies/{sid}/dispatch",
                    json={"n_evaluations": n, "parallelism": 4} | plan)
     assert r.status_code == 200, r.text
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()
-        if status["status"] == "done":
-            return status
-        time.sleep(0.2)
-    raise AssertionError(f"dispatch did not finish: {status}")
+    return _wait(url, sid, _done, timeout)
 
 
 def _trials(url: str, sid: int) -> list[dict]:
@@ -82,17 +95,11 @@ def test_a_killed_worker_loses_nothing(system):
     sid = _study(url, "tests.workers.objective_fns:slow", max_attempts=50, lease_seconds=2.0)
     # (many attempts: under CI load a live worker's heartbeat can miss a 2 s lease too)
     httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 8, "parallelism": 2})
-    deadline = time.monotonic() + 60
-    while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["finished"] < 1:
-        assert time.monotonic() < deadline  # wait until the workers are warm
-        time.sleep(0.05)
+    _wait(url, sid, _warm, 60, poll=0.05)
     time.sleep(0.3)  # both workers are now inside a 1 s evaluation
     system["workers"][0].kill()
     _start_workers(system, 1, BBKB_TEST_DELAY="1.0")
-    deadline = time.monotonic() + 90
-    while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] != "done":
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    _wait(url, sid, _done, 90)
     trials = _trials(url, sid)
     assert [t["status"] for t in trials] == ["completed"] * len(trials), [
         (t["status"], t["attempt"], t["error"]) for t in trials]
@@ -134,10 +141,7 @@ def test_redis_flushed_mid_run_is_repaired_from_the_database(system):
     time.sleep(1.0)  # jobs enqueued, no worker yet
     Redis.from_url(system["redis"].url).flushall()
     _start_workers(system, 2)
-    deadline = time.monotonic() + 90
-    while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] != "done":
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    _wait(url, sid, _done, 90)
     assert [t["status"] for t in _trials(url, sid)] == ["completed"] * 12
 
 
@@ -151,10 +155,7 @@ def test_the_server_restarted_mid_run_loses_no_result(system):
     system["server"].kill()
     time.sleep(1.0)  # workers finish evaluations and keep retrying their results
     system["server"] = ServerProcess(system["env"], port=port).start()
-    deadline = time.monotonic() + 90
-    while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] != "done":
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    _wait(url, sid, _done, 90)
     trials = _trials(url, sid)
     assert len(trials) == 15 and all(t["status"] == "completed" for t in trials)
     for t in trials:
@@ -185,10 +186,7 @@ def test_sigterm_lets_the_evaluation_in_progress_finish(system):
     _start_workers(system, 1, BBKB_TEST_DELAY="1.5")
     sid = _study(url, "tests.workers.objective_fns:slow", lease_seconds=30.0)
     httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 3, "parallelism": 1})
-    deadline = time.monotonic() + 60
-    while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["finished"] < 1:
-        assert time.monotonic() < deadline  # the worker is warm: the next job starts now
-        time.sleep(0.05)
+    _wait(url, sid, _warm, 60, poll=0.05)  # warm: the next evaluation starts now
     time.sleep(0.4)  # inside the second 1.5 s evaluation
     worker = system["workers"].pop()
     worker.terminate()
@@ -196,9 +194,6 @@ def test_sigterm_lets_the_evaluation_in_progress_finish(system):
     done = [t for t in _trials(url, sid) if t["status"] == "completed"]
     assert len(done) == 2  # the evaluation in progress was finished and posted
     _start_workers(system, 1, BBKB_TEST_DELAY="0")
-    deadline = time.monotonic() + 60
-    while httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] != "done":
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    _wait(url, sid, _done, 60)
     trials = _trials(url, sid)
     assert [(t["status"], t["attempt"]) for t in trials] == [("completed", 1)] * 3  # 1st tries
