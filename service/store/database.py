@@ -7,6 +7,8 @@ lock up front; PostgreSQL uses a per-study advisory lock, see :func:`lock_study`
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,10 +30,10 @@ def make_engine(url: str) -> Engine:
         def _sqlite_pragmas(dbapi_connection, _record):  # type: ignore[no-untyped-def]
             dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
             cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            _enable_wal(cursor)
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA busy_timeout=30000")
             cursor.close()
 
         @event.listens_for(engine, "begin")
@@ -42,6 +44,27 @@ def make_engine(url: str) -> Engine:
     if parsed.drivername == "postgresql":
         url = str(parsed.set(drivername="postgresql+psycopg"))
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def _enable_wal(cursor, deadline_seconds: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    """Switch the database to WAL (persistent: a no-op once any connection has done it).
+
+    Changing the journal mode needs an exclusive lock, and SQLite answers "database is locked" at
+    once, without calling the busy handler, when processes starting together race for it (see
+    ``test_concurrent_migrate``): retry with a short backoff instead.
+    """
+    deadline = time.monotonic() + deadline_seconds
+    delay = 0.01
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(2 * delay, 0.25)
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
