@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     n = 300 if args.quick else 2000
+    n = int(os.environ.get("TP_N", n))
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     fast = run(n, workers=8, delay=0.0, parallelism=16)
     wall = fast["wall"]

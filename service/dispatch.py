@@ -52,10 +52,8 @@ def payload(runtime, trial: Trial, plan: dict[str, Any]) -> dict[str, Any]:  # t
 
 
 def _in_flight(session: Session, study_id: int) -> int:
-    """Trials of the study running on Redis workers (an index range: few rows)."""
-    return int(session.scalar(select(func.count()).where(
-        Trial.study_id == study_id, Trial.status == "running",
-        Trial.worker_id.like(f"{PREFIX}%"))) or 0)
+    """Trials of the study running on Redis workers."""
+    return len(queries.running_on(session, study_id, PREFIX))
 
 
 def _counts(session: Session, study_id: int) -> tuple[int, int]:
@@ -183,13 +181,16 @@ def complete_and_next(session: Session, runtime, study: Study, *, trial_id: int,
     if not (chain and plan.get("status") == "running" and study.status == "active"
             and runtime.strategy.config.mode == "async"):
         return trial, None
-    session.flush()
-    held = queries.running_for_worker(session, study.id, worker_id)  # a retried request
-    if held:
-        return trial, payload(runtime, held[0], plan)
-    in_flight, done = _in_flight(session, study.id), runtime.strategy.resolved()
-    if in_flight >= int(plan.get("parallelism", 1)) \
-            or int(plan.get("n_evaluations", 0)) - done - in_flight <= 0:
-        return trial, None
-    asked = trials.ask(session, runtime, study, worker_id=worker_id, count=1, now=now)
+    with session.no_autoflush:  # one flush (completion and next trial) instead of two
+        running = [(i, w) for i, w in queries.running_on(session, study.id, PREFIX)
+                   if i != trial.id]  # the completion is not flushed yet
+        held = [i for i, w in running if w == worker_id]  # a retried request
+        if held:
+            return trial, payload(runtime, session.get(Trial, held[0]), plan)
+        in_flight, done = len(running), runtime.strategy.resolved()
+        if in_flight >= int(plan.get("parallelism", 1)) \
+                or int(plan.get("n_evaluations", 0)) - done - in_flight <= 0:
+            return trial, None
+        asked = trials.ask(session, runtime, study, worker_id=worker_id, count=1, now=now,
+                           held=[])
     return trial, (payload(runtime, asked.trials[0], plan) if asked.trials else None)

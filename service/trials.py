@@ -46,12 +46,15 @@ class Asked:
 
 
 def ask(session: Session, runtime: StudyRuntime, study: Study, *, worker_id: str, count: int,
-        now: datetime) -> Asked:
-    """Trials for ``worker_id``: its running ones, then requeued ones, then new selections."""
+        now: datetime, held: list[Trial] | None = None) -> Asked:
+    """Trials for ``worker_id``: its running ones (``held``, if the caller has just read them),
+    then requeued ones, then new selections."""
     if study.status != "active":
         raise Conflict(f"study {study.id} is {study.status}; resume it to ask for trials",
                        field="status")
-    out = queries.running_for_worker(session, study.id, worker_id)[:count]
+    if held is None:
+        held = queries.running_for_worker(session, study.id, worker_id)
+    out = held[:count]
     for trial in queries.requeued(session, study.id, count - len(out)):
         trial.status, trial.worker_id, trial.attempt = "running", worker_id, trial.attempt + 1
         trial.lease_expires_at, trial.started_at = _lease(runtime, now), now

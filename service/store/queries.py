@@ -46,6 +46,9 @@ _FOLD_RUN = update(_trials).where(
 _RUNNING_FOR_WORKER = select(Trial).where(
     Trial.study_id == bindparam("study"), Trial.worker_id == bindparam("worker"),
     Trial.status == "running").order_by(Trial.t)
+_RUNNING_ON = select(Trial.id, Trial.worker_id).where(
+    Trial.study_id == bindparam("study"), Trial.status == "running",
+    Trial.worker_id.like(bindparam("prefix"))).order_by(Trial.t)
 _REQUEUED = select(Trial).where(Trial.study_id == bindparam("study"),
                                 Trial.status == "pending").order_by(Trial.t).limit(
                                     bindparam("limit"))
@@ -148,6 +151,13 @@ def save_batch(session: Session, study_id: int, info: Any, *, new: bool, now: An
 
 def running_for_worker(session: Session, study_id: int, worker_id: str) -> list[Trial]:
     return list(session.scalars(_RUNNING_FOR_WORKER, {"study": study_id, "worker": worker_id}))
+
+
+def running_on(session: Session, study_id: int, prefix: str) -> list[tuple[int, str]]:
+    """(id, worker id) of the study's running trials whose worker id starts with ``prefix``,
+    oldest first (an index range over the running trials: few rows)."""
+    return [(int(i), str(w)) for i, w in session.execute(
+        _RUNNING_ON, {"study": study_id, "prefix": f"{prefix}%"})]
 
 
 def requeued(session: Session, study_id: int, limit: int) -> list[Trial]:
