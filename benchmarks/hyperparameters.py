@@ -171,6 +171,8 @@ def render_summary(records: list[dict[str, Any]], T: int, mark: int) -> str:
     for name in dict.fromkeys(r["problem"] for r in records):
         mine = {r["config"]: r for r in records if r["problem"] == name}
         fixed = {k: v for k, v in mine.items() if k.startswith("ls=")}
+        if not fixed:  # --only without a fixed bandwidth: nothing to compare with
+            continue
         for key, t in (("ratio_mark", mark), ("ratio_T", T))[: 1 if T == mark else 2]:
             best = min(fixed, key=lambda k: fixed[k][key])
             for auto in (k for k in mine if k.startswith("auto")):
