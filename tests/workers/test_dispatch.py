@@ -26,7 +26,7 @@ def system(tmp_path) -> Iterator[dict]:  # type: ignore[no-untyped-def]
     parts = {"redis": redis, "server": server, "env": env, "workers": []}
     yield parts
     runner.stop(parts["workers"], timeout=5)
-    server.stop()
+    parts["server"].stop()  # a test may have replaced it (a restarted server)
     redis.stop()
 
 
