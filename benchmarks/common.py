@@ -103,6 +103,20 @@ def mean_interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray,
     return mean, scale * samples.std(axis=0, ddof=1)
 
 
+def paired_summary(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> dict[str, float]:
+    """Per-seed values of two strategies on the same seeds: means, medians, the mean paired
+    difference a - b with its Student-t interval, the ratio of means, and the Wilcoxon
+    signed-rank p-value (the heavy-tailed regret ratios make the median test the robust one)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    diff, half = mean_interval(a - b, level)
+    wilcoxon = stats.wilcoxon(a, b).pvalue if len(a) > 1 and np.any(a != b) else math.nan
+    return {"n": len(a), "mean_a": float(a.mean()), "mean_b": float(b.mean()),
+            "median_a": float(np.median(a)), "median_b": float(np.median(b)),
+            "diff": float(diff), "diff_low": float(diff - half), "diff_high": float(diff + half),
+            "ratio_of_means": float(a.mean() / b.mean()), "a_better": int(np.sum(a < b)),
+            "wilcoxon_p": float(wilcoxon)}
+
+
 def format_table(headers: list[str], rows: list[list[str]]) -> str:
     """Plain-text table with right-aligned columns (first column left-aligned)."""
     widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]

@@ -55,6 +55,7 @@ Usage::
     python benchmarks/paper.py                              # full run: T = 10^4, 10 seeds
     python benchmarks/paper.py --datasets cadata --strategies global-bbkb gp-bucb \\
         --T 2000 --seeds 3 --lengthscales 2 4 8 --explores 0.1 0.3 --out benchmarks/results/sw
+    python benchmarks/paper.py --paired results/a/runs.jsonl results/b/runs.jsonl  # per seed
 """
 
 from __future__ import annotations
@@ -151,6 +152,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bkb-T", type=int, default=None, help="optional step cap for BKB")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "paper",
                    help="output directory (default: benchmarks/results/paper)")
+    p.add_argument("--paired", type=Path, nargs=2, metavar=("RUNS_A", "RUNS_B"),
+                   help="compare two runs.jsonl files seed by seed (paired statistics at t = "
+                        "2000 and at the last common step) and exit; nothing is run")
     args = p.parse_args(argv)
     if args.quick:
         args.T, args.seeds, args.exact_T = 300, 1, 300
@@ -215,6 +219,7 @@ def summarise(group: list[tuple[RunSpec, RunResult]], problem: Problem, T: int,
             row[key] = [float(mean), float(mean - half), float(mean + half)]
         else:
             row[key] = None
+    row["median_mark"] = float(np.median(ratios[:, mark - 1])) if spec.steps >= mark else None
     batches = np.array([len(r.batch_sizes) for _, r in group])
     row |= {
         "mark_seconds": float(np.mean([r.mark_seconds for _, r in group])),
@@ -246,15 +251,17 @@ def _interval(value: list[float] | None) -> str:
 def render_table(rows: list[dict[str, Any]], mark: int, T: int) -> str:
     """The printed table; the t = T column is dropped when T is the timing mark itself."""
     headers = ["dataset", "strategy", "ls", "lam", "expl", "C~", "q", "steps", f"RR@{mark}",
-               f"RR@{T}", f"s@{mark}", "total s", f"cpu@{mark}", "total cpu", "batches",
-               "mean bs", "dict"]
+               f"med@{mark}", f"RR@{T}", f"s@{mark}", "total s", f"cpu@{mark}", "total cpu",
+               "batches", "mean bs", "dict"]
     lines = []
     for r in rows:
         no_dictionary = r["strategy"] in EXACT + ("uniform",)
         dictionary = "-" if no_dictionary else f"{r['final_dictionary']:.0f}"
         lines.append([r["dataset"], r["label"], f"{r['lengthscale']:g}", f"{r['lam']:g}",
                       f"{r['explore']:g}", f"{r['threshold']:g}", f"{r['oversampling']:g}",
-                      str(r["steps"]), _interval(r["ratio_mark"]), _interval(r["ratio_T"]),
+                      str(r["steps"]), _interval(r["ratio_mark"]),
+                      "-" if r["median_mark"] is None else f"{r['median_mark']:.4f}",
+                      _interval(r["ratio_T"]),
                       f"{r['mark_seconds']:.2f}", f"{r['total_seconds']:.2f}",
                       f"{r['mark_cpu_seconds']:.2f}", f"{r['total_cpu_seconds']:.2f}",
                       f"{r['batches']:.0f}", f"{r['mean_batch_size']:.1f}", dictionary])
@@ -353,8 +360,52 @@ def run_record(spec: RunSpec, result: RunResult, problem: Problem, mark: int) ->
     }
 
 
+def _ratios_at(path: Path) -> dict[tuple[str, int], tuple[str, dict[int, float]]]:
+    """(dataset, seed) -> (label, {t: regret ratio}) from a runs.jsonl file."""
+    out = {}
+    for line in path.read_text().splitlines():
+        run = json.loads(line)
+        label = (f"{STRATEGIES[run['strategy']][0]} C~={run['threshold']:g} "
+                 f"q={run['oversampling']:g}")
+        out[(run["dataset"], run["seed"])] = (label, dict(zip(run["ratio_t"], run["ratio"],
+                                                              strict=True)))
+    return out
+
+
+def paired_report(path_a: Path, path_b: Path) -> str:
+    """Seed-by-seed comparison of two runs.jsonl files (the same seeds run by two strategies or
+    configurations): mean and median of each, the paired difference with its 95% interval, the
+    Wilcoxon p-value, and the outlier seeds (ratio above 3x that side's median)."""
+    a, b = _ratios_at(path_a), _ratios_at(path_b)
+    lines = []
+    for dataset in sorted({k[0] for k in a} & {k[0] for k in b}):
+        seeds = sorted(s for d, s in a.keys() & b.keys() if d == dataset)
+        label_a, label_b = a[(dataset, seeds[0])][0], b[(dataset, seeds[0])][0]
+        common_t = set.intersection(*(set(a[(dataset, s)][1]) & set(b[(dataset, s)][1])
+                                      for s in seeds))
+        for t in sorted({min(MARK, max(common_t)), max(common_t)} & common_t):
+            x = np.array([a[(dataset, s)][1][t] for s in seeds])
+            y = np.array([b[(dataset, s)][1][t] for s in seeds])
+            r = common.paired_summary(x, y)
+            lines += [f"{dataset} t={t}, {r['n']} seeds: A = {label_a}, B = {label_b}",
+                      f"  mean   A {r['mean_a']:.4f}  B {r['mean_b']:.4f}  "
+                      f"A/B {r['ratio_of_means']:.3f}",
+                      f"  median A {r['median_a']:.4f}  B {r['median_b']:.4f}",
+                      f"  A - B  {r['diff']:+.4f} [{r['diff_low']:+.4f}, {r['diff_high']:+.4f}]  "
+                      f"A better on {r['a_better']}/{r['n']} seeds, "
+                      f"Wilcoxon p = {r['wilcoxon_p']:.2f}"]
+            for name, v, other in (("A", x, y), ("B", y, x)):
+                bad = [f"{s}: {v[i]:.4f} (other {other[i]:.4f})" for i, s in enumerate(seeds)
+                       if v[i] > 3 * np.median(v)]
+                lines.append(f"  outliers {name} (> 3x median): " + (", ".join(bad) or "none"))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.paired:
+        print(paired_report(*args.paired))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     mark = min(MARK, args.T)
     specs = run_specs(args)
