@@ -114,17 +114,19 @@ def engine_config(method: str, args: argparse.Namespace, seed: int) -> dict[str,
 
 
 def simulate(problem: Problem, strategy: Strategy, steps: int, seed: int,
-             budget: float = float("inf")) -> Run:
+             budget: float = float("inf"), progress: Path | None = None,
+             every: int = 100) -> Run:
     """Sync loop: ask the rest of the batch, tell every value; engine time per step.
 
     Time is the process CPU time of the engine calls (BLAS has one thread), which a shared,
     saturated machine inflates far less than wall-clock time. Stops early once it exceeds
-    ``budget`` seconds (at the end of a batch).
+    ``budget`` seconds (at the end of a batch). With ``progress``, appends a JSON line
+    {t, regret, seconds} whenever t passes a multiple of ``every`` (runs cut short keep them).
     """
     rng = np.random.default_rng([seed, 4321])
     arms: list[int] = []
     seconds: list[float] = []
-    clock = wall = 0.0
+    clock = wall = regret = 0.0
     while len(arms) < steps and clock <= budget:
         started, cpu = time.perf_counter(), time.process_time()
         batch = strategy.ask(steps - len(arms))
@@ -133,6 +135,11 @@ def simulate(problem: Problem, strategy: Strategy, steps: int, seed: int,
             strategy.tell(sel.t, value)
         clock += time.process_time() - cpu  # objective calls are microseconds here
         wall += time.perf_counter() - started
+        regret += float(np.sum(problem.best_value - problem.values[[s.arm for s in batch]]))
+        if progress is not None and (len(arms) + len(batch)) // every > len(arms) // every:
+            with progress.open("a") as stream:
+                stream.write(json.dumps({"t": len(arms) + len(batch), "regret": regret,
+                                         "seconds": clock}) + "\n")
         arms.extend(s.arm for s in batch)
         seconds.extend([clock] * len(batch))
     regret = np.cumsum(problem.best_value - problem.values[np.asarray(arms)])
@@ -230,6 +237,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--T", type=int, default=1000, help="steps per run")
     p.add_argument("--candidates", type=int, default=2000)
     p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--first-seed", type=int, default=0, help="seeds run: first, first + 1, ...")
     p.add_argument("--initial", type=int, default=20, help="GSSBO n0")
     p.add_argument("--buffer", type=int, default=100, help="GSSBO M")
     p.add_argument("--explore", type=float, default=1.0, help="GSSBO / GP-UCB-ML width factor")
@@ -268,9 +276,12 @@ def main(argv: list[str] | None = None) -> None:
         for name in names:
             problem = problems[name]
             for method in methods:
-                for seed in range(args.seeds):
+                for seed in range(args.first_seed, args.first_seed + args.seeds):
                     strategy = Strategy(problem.candidates, engine_config(method, args, seed))
-                    run = simulate(problem, strategy, args.T, seed, args.budget)
+                    progress = args.out / f"{experiment}_{name}_{method}_{seed}.progress"
+                    progress.unlink(missing_ok=True)
+                    run = simulate(problem, strategy, args.T, seed, args.budget, progress,
+                                   args.checkpoint)
                     marks = np.arange(args.checkpoint, len(run.regret) + 1, args.checkpoint)
                     run.problem, run.method = name, method
                     runs.append(run)

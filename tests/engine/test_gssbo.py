@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import linalg
 
-from service.engine import ConfigError, EngineConfig, Strategy
+from service.engine import ConfigError, EngineConfig, Strategy, gssbo
 from service.engine.gssbo import SELECTIONS, GSSPosterior, TimeRule, diverse_subset, select_buffer
 from service.engine.hyperparameters import Hyperparameters
 from service.engine.kernels import Matern52
@@ -91,9 +91,11 @@ def test_selection_rules_change_only_the_buffer():
     assert not np.array_equal(grad.buffer.buffer, rand.buffer.buffer)
 
 
+@pytest.mark.parametrize("full_fit_every", [100, 8])  # 8: most fits refine an anchor
 @pytest.mark.parametrize("batch_rule", ["sequential", "product", "fixed"])
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_restore_proposes_the_same_candidates(mode, batch_rule):
+def test_restore_proposes_the_same_candidates(mode, batch_rule, full_fit_every, monkeypatch):
+    monkeypatch.setattr(gssbo, "FULL_FIT_EVERY", full_fit_every)
     X, f = smooth_problem(n=150, d=2, seed=5)
     cfg = EngineConfig(strategy="gssbo", gssbo_initial=4, gssbo_buffer=9, mode=mode,
                        batch_rule=batch_rule, batch_size=3, batch_threshold=1.5, seed=7)
