@@ -128,10 +128,11 @@ def fail(session: Session, runtime: StudyRuntime, *, trial_id: int, reason: str,
 
 def _give_back(runtime: StudyRuntime, trial: Trial, *, retryable: bool, final_status: str,
                now: datetime) -> None:
-    """Back to the pool while attempts remain, else tell the engine it is abandoned."""
-    trial.worker_id, trial.lease_expires_at = None, None
+    """Back to the pool while attempts remain, else tell the engine it is abandoned (the trial
+    keeps the id of the worker whose attempt ended it)."""
+    trial.lease_expires_at = None
     if retryable and trial.attempt < int(runtime.spec["max_attempts"]):
-        trial.status = "pending"
+        trial.status, trial.worker_id = "pending", None
         return
     runtime.strategy.abandon(trial.t)
     trial.status, trial.completed_at = final_status, now

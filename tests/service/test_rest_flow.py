@@ -110,6 +110,10 @@ def test_non_retryable_failure_is_final_at_once(database_url, tmp_path):
         r = client.post(f"/v1/studies/{sid}/trials/{trial['id']}/fail",
                         json={"reason": "bad input", "retryable": False})
         assert r.json()["status"] == "failed" and r.json()["attempt"] == 1
+        # who failed it stays on record (the trials table and the dashboard show it)
+        assert r.json()["worker_id"] == "w"
+        listed = client.get(f"/v1/studies/{sid}/trials", params={"status": "failed"}).json()
+        assert [t["worker_id"] for t in listed["trials"]] == ["w"]
 
 
 def test_warm_start_import_and_minimize(database_url, tmp_path):
