@@ -11,6 +11,8 @@ from scipy.stats import qmc
 from service.engine import ConfigError, EngineConfig, Strategy
 from service.engine.goucb import GOUCBPosterior, Network
 
+from .replay import assert_same_proposals, random_history
+
 
 def test_weight_and_input_gradients_match_finite_differences():
     rng = np.random.default_rng(0)
@@ -76,29 +78,9 @@ def test_restore_proposes_the_same_candidates(mode, batch_rule):
     cfg = EngineConfig(strategy="go-ucb", horizon=16, goucb_hidden=5, mode=mode,
                        batch_rule=batch_rule, batch_size=3, seed=3)
     live = Strategy(X, cfg)
-    rng = np.random.default_rng(2)
-    pending: list = []
-    for _ in range(40):
-        if rng.random() < 0.5 or not pending:
-            pending.extend(live.ask(int(rng.integers(1, 3))))
-        else:
-            sel = pending.pop(int(rng.integers(len(pending))))
-            if rng.random() < 0.1:
-                live.abandon(sel.t)
-            else:
-                live.tell(sel.t, float(f[sel.arm]))
-    live.observe(5, float(f[5]))
-    restored = Strategy.restore(X, cfg, live.state())
-    assert restored.replay_mismatches == 0
-    for sel in pending:
-        live.tell(sel.t, float(f[sel.arm]))
-        restored.tell(sel.t, float(f[sel.arm]))
-    for _ in range(4):
-        a, b = live.ask(2), restored.ask(2)
-        assert a == b and a
-        for sel in a:
-            live.tell(sel.t, float(f[sel.arm]))
-            restored.tell(sel.t, float(f[sel.arm]))
+    pending = random_history(live, f, np.random.default_rng(2))
+    live.observe(5, float(f[5]))  # an import
+    assert_same_proposals(live, Strategy.restore(X, cfg, live.state()), pending, f)
 
 
 def test_pending_points_shrink_the_width_but_not_the_estimate():

@@ -11,17 +11,8 @@ from service.engine.gssbo import SELECTIONS, GSSPosterior, TimeRule, diverse_sub
 from service.engine.hyperparameters import Hyperparameters
 from service.engine.kernels import Matern52
 
-from .helpers import smooth_problem
-
-
-def _run(strategy: Strategy, f: np.ndarray, steps: int, seed: int = 0) -> list[int]:
-    rng = np.random.default_rng(seed)
-    arms: list[int] = []
-    while len(arms) < steps:
-        for sel in strategy.ask_batch():
-            strategy.tell(sel.t, f[sel.arm] + 0.01 * rng.standard_normal())
-            arms.append(sel.arm)
-    return arms
+from .helpers import run, smooth_problem
+from .replay import assert_same_proposals, random_history
 
 
 @pytest.mark.parametrize("selection", SELECTIONS)
@@ -52,8 +43,8 @@ def test_a_large_buffer_is_plain_gp_ucb():
     for size in (None, 10**6):
         strategy = Strategy(X, strategy="gssbo", gssbo_initial=5, gssbo_buffer=size,
                             mode="sync", seed=2)
-        runs[size] = (_run(strategy, f, 30), strategy)
-    assert runs[None][0] == runs[10**6][0]
+        runs[size] = (run(strategy, f, 30, np.random.default_rng(0)), strategy)
+    np.testing.assert_array_equal(runs[None][0], runs[10**6][0])
     strategy = runs[None][1]
     strategy.ask(1)  # opens a batch on all 30 observations
     post = strategy._posterior
@@ -79,7 +70,7 @@ def test_selection_rules_change_only_the_buffer():
     for selection in ("gradient", "random"):
         strategy = Strategy(X, strategy="gssbo", gssbo_initial=5, gssbo_buffer=12,
                             gssbo_selection=selection, mode="sync", seed=1)
-        arms = _run(strategy, f, 25)
+        arms = run(strategy, f, 25, np.random.default_rng(0)).tolist()
         strategy.ask(1)
         posts[selection] = (strategy._literature.last, arms[:5])
     (grad, first), (rand, first_random) = posts["gradient"], posts["random"]
@@ -100,29 +91,9 @@ def test_restore_proposes_the_same_candidates(mode, batch_rule, full_fit_every, 
     cfg = EngineConfig(strategy="gssbo", gssbo_initial=4, gssbo_buffer=9, mode=mode,
                        batch_rule=batch_rule, batch_size=3, batch_threshold=1.5, seed=7)
     live = Strategy(X, cfg)
-    rng = np.random.default_rng(1)
-    pending: list = []
-    for _ in range(40):  # asks, late tells, an abandonment, an import
-        if rng.random() < 0.5 or not pending:
-            pending.extend(live.ask(int(rng.integers(1, 3))))
-        else:
-            sel = pending.pop(int(rng.integers(len(pending))))
-            if rng.random() < 0.1:
-                live.abandon(sel.t)
-            else:
-                live.tell(sel.t, f[sel.arm])
-    live.observe(3, f[3])
-    restored = Strategy.restore(X, cfg, live.state())
-    assert restored.replay_mismatches == 0
-    for sel in pending:
-        live.tell(sel.t, f[sel.arm])
-        restored.tell(sel.t, f[sel.arm])
-    for _ in range(4):
-        a, b = live.ask(2), restored.ask(2)
-        assert a == b and a
-        for sel in a:
-            live.tell(sel.t, f[sel.arm])
-            restored.tell(sel.t, f[sel.arm])
+    pending = random_history(live, f, np.random.default_rng(1))
+    live.observe(3, f[3])  # an import
+    assert_same_proposals(live, Strategy.restore(X, cfg, live.state()), pending, f)
 
 
 def test_time_rule_fixes_the_buffer_once_a_fit_is_slow():
