@@ -88,16 +88,17 @@ def test_white_noise_is_not_significant_and_a_smooth_function_is():
     noise = fit(X, rng.standard_normal(40), prior=prior, rng=np.random.default_rng(0))
     smooth = fit(X, np.sin(4.0 * X[:, 0]) + 0.01 * rng.standard_normal(40), prior=prior,
                  rng=np.random.default_rng(0))
-    assert not noise.significant and noise.evidence < 3.0
-    assert smooth.significant and smooth.evidence > 30.0
+    assert not noise.significant and noise.evidence < 3.0 and noise.gain is not None
+    assert smooth.significant and smooth.evidence > 30.0 and smooth.gain is None
 
 
-def test_gain_is_the_likelihood_ratio_against_the_incumbent_lengthscale():
+def test_a_fit_beating_the_incumbent_but_not_white_noise_is_significant():
     """A too-long incumbent (the median heuristic's 3 on a function varying over ~0.3) is
-    contradicted by 30 points; the gain matches a brute-force profile over (s2, noise)."""
-    rng = np.random.default_rng(11)
+    contradicted by 30 noisy points that do not beat white noise by BIC; the gain matches a
+    brute-force profile over (s2, noise)."""
+    rng = np.random.default_rng(3)
     X = rng.random((30, 2))
-    y = np.sin(6.0 * X[:, 0]) + 0.1 * rng.standard_normal(30)
+    y = np.sin(6.0 * X[:, 0]) + rng.standard_normal(30)
     prior = Prior(lengthscale=3.0)
     result = fit(X, y, prior=prior, rng=np.random.default_rng(0))
     ys = (y - y.mean()) / y.std()
@@ -108,6 +109,7 @@ def test_gain_is_the_likelihood_ratio_against_the_incumbent_lengthscale():
     kept = max(exact_log_likelihood(np.array([np.log(3.0), a, b]), X, ys)[0]
                for a in np.linspace(s2_low, s2_high, 80)
                for b in np.linspace(noise_low, noise_high, 80))
+    assert result.evidence < np.log(30)  # BIC against white noise: (q + 1)/2 log n
     assert result.gain == pytest.approx(fitted - kept, abs=0.05)
     assert result.gain > 0.5 * np.log(30) and result.significant
     assert result.hyperparameters.lengthscale[0] < 1.0
