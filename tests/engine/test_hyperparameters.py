@@ -125,6 +125,21 @@ def test_fit_stays_within_bounds_and_is_deterministic():
     assert all(0.5 / 3 - 1e-9 <= v <= 0.5 * 3 + 1e-9 for v in a.hyperparameters.lengthscale)
 
 
+def test_ard_keeps_one_lengthscale_unless_bic_prefers_one_per_dimension():
+    rng = np.random.default_rng(2)
+    X = rng.random((80, 3))
+    prior = Prior(lengthscale=median_distance(X, np.random.default_rng(0)))
+    K = RBF(lengthscale=0.5)(X, X) + 1e-8 * np.eye(len(X))
+    isotropic = np.linalg.cholesky(K) @ rng.standard_normal(len(X))
+    axis = np.sin(6.0 * X[:, 0])  # x1 and x2 are irrelevant
+    noise = 0.05 * rng.standard_normal(len(X))
+    one = fit(X, isotropic + noise, prior=prior, rng=np.random.default_rng(0), ard=True)
+    per_dim = fit(X, axis + noise, prior=prior, rng=np.random.default_rng(0), ard=True)
+    assert len(one.hyperparameters.lengthscale) == 1
+    first, *others = per_dim.hyperparameters.lengthscale
+    assert len(others) == 2 and first < min(others) / 3
+
+
 def test_median_distance_of_a_regular_grid():
     X = np.array([[0.0], [1.0], [2.0]])  # pairwise distances 1, 1, 2
     assert median_distance(X, np.random.default_rng(0)) == 1.0
