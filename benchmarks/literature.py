@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,6 +207,35 @@ def summarize(logs: list[Path], every: int, horizon: int) -> str:
     return "\n".join([table, *notes])
 
 
+def progress_table(paths: list[Path], candidates: int, reference: str = "gp-ucb-ml") -> str:
+    """Per problem, at the largest t every run of it reached (``.progress`` files of gssbo
+    runs): R_t / R_t(unif) mean +- sd over seeds and mean engine CPU s per method, and each
+    method's time as % of ``reference``'s."""
+    runs: dict[tuple[str, str], list[dict[int, tuple[float, float]]]] = {}
+    for path in paths:
+        _, problem, method, _ = path.stem.rsplit("_", 3)
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        runs.setdefault((problem, method), []).append(
+            {r["t"]: (r["regret"], r["seconds"]) for r in lines})
+    rows = []
+    for problem in dict.fromkeys(name for name, _ in runs):
+        groups = {m: g for (name, m), g in runs.items() if name == problem}
+        t = min(max(run) for g in groups.values() for run in g)
+        values = make_problem(problem, candidates, 0).values
+        gap = float(values.max() - values.mean())
+        time_ref = np.mean([run[t][1] for run in groups.get(reference, [])]) \
+            if reference in groups else math.nan
+        for method, group in sorted(groups.items()):
+            ratios = [run[t][0] / (gap * t) for run in group]
+            sd = float(np.std(ratios, ddof=1)) if len(ratios) > 1 else 0.0
+            secs = float(np.mean([run[t][1] for run in group]))
+            rows.append([problem, method, str(len(group)), str(t),
+                         f"{np.mean(ratios):.3f} +- {sd:.3f}",
+                         f"{secs:.1f}", f"{100 * secs / time_ref:.1f}"])
+    return common.format_table(["problem", "method", "seeds", "t", "R_t / R_t(unif)",
+                                "engine CPU s", f"% of {reference}"], rows)
+
+
 def plot(runs: list[Run], problems: dict[str, Problem], path: Path) -> None:
     import matplotlib
 
@@ -251,6 +281,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--summarize", type=Path, nargs="+", metavar="JSONL",
                    help="print checkpoint means of these run logs (every --checkpoint steps, "
                         "budget-stopped time extrapolated to --T) and exit")
+    p.add_argument("--progress", type=Path, nargs="+", metavar="PROGRESS",
+                   help="print each problem's table at the largest t all its runs reached "
+                        "(gssbo runs' .progress files) and exit")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "literature")
     args = p.parse_args(argv)
     if args.quick:
@@ -262,6 +295,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.summarize:
         print(summarize(args.summarize, args.checkpoint, args.T))
+        return
+    if args.progress:
+        print(progress_table(args.progress, args.candidates))
         return
     args.out.mkdir(parents=True, exist_ok=True)
     experiments = list(EXPERIMENTS) if args.experiment == "all" else [args.experiment]
