@@ -28,17 +28,17 @@ Hartmann-6 runs are bimodal (stuck at the local maximum for good, RR ~0.23-0.29,
 Figures (auto vs the best fixed bandwidth, mean RR; T = 2000: 10 seeds; T = 10^4: Hartmann-6 and
 Branin 10 seeds, Levy 5, Abalone and Cadata 3)::
 
-    problem       t  auto    best fixed    auto/best-1   auto-ard/best-1
-    abalone    2000  0.1166  ls=4 0.1130   +3.1%         +2.8%
-    abalone   10^4   0.1072  ls=4 0.1069   +0.3%         +0.3%
-    cadata     2000  0.0064  ls=8 0.0063   +1.3%        +58.0%
-    cadata    10^4   0.0026  ls=4 0.0025   +3.1%        +73.7%
-    branin     2000  0.0736  ls=2 0.0825  -10.8%        -24.0%
-    branin    10^4   0.0306  ls=1 0.0320   -4.4%        -24.7%
-    hartmann6  2000  0.0627  ls=1 0.0841  -25.5%       +583%
-    hartmann6 10^4   0.0304  ls=1 0.0751  -59.6%       +468%
-    levy       2000  0.0765  ls=2 0.0573  +33.5%        +69.9%
-    levy      10^4   0.0386  ls=2 0.0305  +26.3%        +79.5%
+    problem       t  best fixed    auto    auto/best-1  auto-ard  auto-ard/best-1
+    abalone    2000  ls=4 0.1130   0.1166   +3.1%       0.1166     +3.2%
+    abalone   10^4   ls=4 0.1069   0.1072   +0.3%       0.1072     +0.3%
+    cadata     2000  ls=8 0.0063   0.0064   +1.3%       0.0109    +73.0%
+    cadata    10^4   ls=4 0.0025   0.0026   +3.1%       0.0057   +128%
+    branin     2000  ls=2 0.0825   0.0736  -10.8%       0.0671    -18.7%
+    branin    10^4   ls=1 0.0320   0.0306   -4.4%       0.0251    -21.6%
+    hartmann6  2000  ls=1 0.0841   0.0627  -25.5%       0.0748    -11.1%
+    hartmann6 10^4   ls=1 0.0751   0.0304  -59.6%       0.0328    -56.3%
+    levy       2000  ls=2 0.0573   0.0765  +33.5%       0.1097    +91.4%
+    levy      10^4   ls=2 0.0305   0.0386  +26.3%       0.0770   +152%
 
 Hartmann-6 medians: auto 0.0431 / 0.0086 against ls=1's 0.0147 / 0.0029 (t = 2000 / 10^4): ls=1
 finds the global maximum within ~20-30 steps, while Titsias' bound is flat in the lengthscale
