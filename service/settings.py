@@ -28,6 +28,10 @@ class Settings(BaseSettings):
     auto_migrate: bool = Field(
         default=True, description="Upgrade the schema at start-up (off: refuse a stale one).")
     page_limit: int = Field(default=1000, gt=0)
+    blas_threads: int = Field(
+        default=1, ge=1, description="BLAS threads of the server's engine work. More only help "
+        "a server with idle cores: where the cores are shared (workers, other studies' "
+        "requests), OpenBLAS threads spin-wait for each other and run 10-50x slower.")
     log_format: Literal["text", "json"] | None = Field(
         default=None, description="Configure logging at start-up: 'json' = one JSON object per "
                                   "line; unset: leave logging to the host process.")

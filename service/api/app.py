@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from threadpoolctl import threadpool_limits
 
 from .. import logs, trials
 from ..dispatch import Dispatcher
@@ -52,6 +53,7 @@ def _reaper_loop(app: FastAPI, stop: threading.Event) -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    threadpool_limits(settings.blas_threads, user_api="blas")  # for the whole process
     if settings.log_format is not None:
         logs.configure(settings.log_format, settings.log_level)
     engine = make_engine(str(settings.database_url))

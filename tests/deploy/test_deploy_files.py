@@ -140,3 +140,19 @@ def test_the_build_context_holds_what_the_image_installs(tmp_path):
             "service/problems/data/cadata.csv.gz", "service/ui/static/dashboard.js",
             "workers/job.py", "client/__init__.py"} <= names
     assert "bbkb = service.cli:main" in entry_points
+
+
+def test_every_server_setting_is_documented_and_reaches_the_api_container():
+    """A new setting must get a row in the README's table, a line in .env.example and a
+    pass-through in the compose api service (else `docker compose up` silently ignores it)."""
+    from service.settings import Settings
+
+    readme = (ROOT / "README.md").read_text()
+    example = (ROOT / ".env.example").read_text()
+    api = compose_config()["services"]["api"]["environment"]
+    set_by_compose = {"BBKB_DATA_DIR", "BBKB_AUTO_MIGRATE"}  # the image and the migrate service
+    for field in Settings.model_fields:
+        name = f"BBKB_{field.upper()}"
+        assert f"| `{name}` |" in readme, name
+        if name not in set_by_compose:
+            assert f"{name}=" in example and name in api, name

@@ -82,3 +82,28 @@ def test_bad_input_is_a_4xx_with_a_field_never_a_500(tmp_path):
         malformed = client.post("/v1/studies", content=b"{not json",
                                 headers={"content-type": "application/json"})
         assert malformed.status_code == 422
+
+
+BLAS_THREADS = """
+from threadpoolctl import threadpool_info
+from service.api.app import create_app
+create_app()
+print(max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"))
+"""
+
+
+def test_the_server_caps_its_blas_threads(tmp_path):
+    """One BLAS thread by default, whatever started the process: on shared cores OpenBLAS
+    threads spin-wait for each other (a first ask after a 4000-observation import took 70 s
+    with two threads on a loaded 2-core machine, 1.4 s with one)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env |= {"BBKB_DATA_DIR": str(tmp_path), "BBKB_AUTH": "none"}
+    for setting, expected in ((None, 1), ("2", 2)):
+        run_env = env if setting is None else {**env, "BBKB_BLAS_THREADS": setting}
+        out = subprocess.run([sys.executable, "-c", BLAS_THREADS], capture_output=True,
+                             text=True, env=run_env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert int(out.stdout.split()[-1]) == expected
