@@ -56,13 +56,12 @@ def _in_flight(session: Session, study_id: int) -> int:
     return len(queries.running_on(session, study_id, PREFIX))
 
 
-def _counts(session: Session, study_id: int) -> tuple[int, int]:
-    """(running on Redis workers, finished) suggested trials of the study, from the database
-    (O(trials): only where the study's engine is not at hand)."""
-    done = session.scalar(select(func.count()).where(
+def _finished(session: Session, study_id: int) -> int:
+    """Suggested trials of the study with an outcome, from the database (O(trials): only where
+    the study's engine is not at hand)."""
+    return int(session.scalar(select(func.count()).where(
         Trial.study_id == study_id, Trial.kind == "suggested",
-        Trial.status.in_(("completed", "failed", "abandoned"))))
-    return _in_flight(session, study_id), int(done or 0)
+        Trial.status.in_(("completed", "failed", "abandoned")))) or 0)
 
 
 class Dispatcher:
@@ -105,7 +104,10 @@ class Dispatcher:
             if study is None or (study.dispatch or {}).get("status") != "running":
                 return False
             plan, spec = study.dispatch, study.spec
-            in_flight, done = _counts(session, study_id)
+            in_flight = _in_flight(session, study_id)
+            done = self.runtimes.resolved(study_id, study.version)
+            if done is None:
+                done = _finished(session, study_id)
         if int(plan.get("n_evaluations", 0)) - done - in_flight <= 0:
             return in_flight == 0  # then the top-up marks the dispatch done
         return (EngineConfig.from_dict(spec["engine"]).mode == "sync"

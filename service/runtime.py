@@ -70,6 +70,15 @@ class Runtimes:
         with self._guard:
             return self._locks.setdefault(study_id, threading.Lock())
 
+    def resolved(self, study_id: int, version: int) -> int | None:
+        """Suggested selections with an outcome, from the cached engine if it was built at
+        ``version`` (else None). Read without the study's lock: a hint, for polling loops that
+        would otherwise count the study's trials in the database (O(trials))."""
+        cached = self._cache.get(study_id)
+        if cached is None or cached.version != version:
+            return None
+        return cached.strategy.resolved()
+
     def forget(self, study_id: int) -> None:
         self._cache.pop(study_id, None)
         self._candidates.pop(study_id, None)

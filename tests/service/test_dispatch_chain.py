@@ -59,6 +59,8 @@ def test_each_result_brings_the_next_trial_until_the_budget_is_spent(tmp_path, r
 
     status = client.get(f"/v1/studies/{sid}/dispatch").json()
     assert status["in_flight"] == 2 and status["finished"] == 1  # parallelism is kept
+    app.state.runtimes.forget(sid)  # a process without the engine counts in the database
+    assert client.get(f"/v1/studies/{sid}/dispatch").json() == status
 
     live, evaluated = [chained, jobs[1]], 1
     while live:
@@ -72,6 +74,8 @@ def test_each_result_brings_the_next_trial_until_the_budget_is_spent(tmp_path, r
     app.state.dispatcher.top_up(sid)
     status = client.get(f"/v1/studies/{sid}/dispatch").json()
     assert (status["status"], status["finished"], status["in_flight"]) == ("done", 5, 0)
+    app.state.runtimes.forget(sid)
+    assert client.get(f"/v1/studies/{sid}/dispatch").json() == status
 
 
 def test_no_next_trial_when_paused_asked_not_to_or_in_sync_mode(tmp_path, redis_url):
