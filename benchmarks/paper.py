@@ -35,6 +35,25 @@ Choices the paper leaves open (defaults tuned with this script, T = 2000 and 10^
   0.0026 / 0.052 / 0.0030 / 0.025 for lengthscale 2 / 3 / 4 / 6 / 8 / 12; at 6 and 12 three
   resp. one of the ten seeds lock onto a poor arm (ratio 0.17-0.21), the medians stay at
   0.002-0.004.
+* Global-BBKB against GP-BUCB at t = 2000 (Cadata, these defaults, issue 2; ``--paired``):
+  seeds 0-29, mean 0.0050 [0.0033, 0.0066] vs 0.0052 [0.0040, 0.0063], median 0.0040 vs 0.0040,
+  BBKB lower on 19 of 30 seeds; engine CPU time 0.48 s vs 26.8 s. With seeds 200-219 added
+  (50 seeds) the medians are 0.0038 vs 0.0041 (BBKB lower on 31, Wilcoxon p = 0.08) but the
+  means 0.0130 vs 0.0086: one seed of each locks onto a poor arm (BBKB seed 218: 0.40, GP-BUCB
+  seed 219: 0.17). 200 more Global-BBKB seeds (1000-1199): mean 0.0047, median 0.0039, none
+  above 0.016. A mean over tens of seeds is no stable statistic here: explore 0.0999 or 0.1001
+  instead of 0.1 changes 29 of 30 trajectories and moves Global-BBKB's 30-seed mean from 0.0050
+  to 0.0040 / 0.0044 (median 0.0040 -> 0.0034 / 0.0036); compare medians and paired seeds.
+* Lock-in is a property of the GP model at explore 0.1, not of the Nystrom approximation: with
+  the zero prior mean an unexplored arm's UCB is about alpha ~ 0.5-0.6, so an early incumbent
+  above that whose neighbours do not extrapolate upwards is never left (seed 218: f = 0.758 found
+  at t = 5; at t = 983, 20390 arms have sigma~^2 > 0.9 and UCB <= 0.59 < 0.773, including 1983
+  better arms). With a saturated dictionary (q-bar 10^6, exact posterior) Global-BBKB's
+  distribution is unchanged (seeds 0-29: mean 0.0049, median 0.0039), and at the arms pulled in
+  the bad seeds 5 and 18 the sparse mean and variance equal the exact ones to 3 digits. Seed 5's
+  excess (0.027) is a batch of 21 pulls of an arm with f = 0.43 whose exact posterior mean is
+  0.97 (extrapolation next to the incumbent). Neither explore 0.15 (median 0.015 on seeds
+  200-219), C~ = 1.5 (Abalone at T = 10^4: 0.172 vs 0.107) nor lam 0.1-0.3 is a better default.
 * ``--lengthscales``, ``--lams``, ``--explores``, ``--thresholds`` (C~, also GP-BUCB's C) and
   ``--oversampling`` (q-bar) take lists: every combination is run (a sweep).
 * The same configuration is shared by every strategy: explore also scales the widths of GP-UCB,
