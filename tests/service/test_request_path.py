@@ -7,7 +7,7 @@ record, on both databases.
 from __future__ import annotations
 
 import numpy as np
-from sqlalchemy import insert, select
+from sqlalchemy import Select, func, insert, select
 
 from service.store import queries
 from service.store.database import make_engine, transaction
@@ -140,8 +140,12 @@ def test_request_path_statements_search_an_index(tmp_path):
     ensure_schema(engine, auto_upgrade=True)
     with engine.connect() as connection:
         for statement in (queries._FOLD_RUN, queries._RUNNING_FOR_WORKER, queries._REQUEUED,
-                          queries._BATCH_PROGRESS, queries._BUMP_VERSION):
-            sql = statement.compile(engine).string
+                          queries._BATCH_PROGRESS, queries._BUMP_VERSION, queries._RUNNING_ON,
+                          queries._NOT_COMPLETED, queries._LAST_T):
+            if isinstance(statement, Select):  # expand IN (...) lists into placeholders
+                statement = statement.params({name: 1 if value is None else value for name, value
+                                              in statement.compile().params.items()})
+            sql = statement.compile(engine, compile_kwargs={"render_postcompile": True}).string
             plan = [row[3] for row in connection.exec_driver_sql(
                 f"EXPLAIN QUERY PLAN {sql}", (1,) * sql.count("?"))]
             assert plan and all(step.startswith("SEARCH") for step in plan), (sql, plan)
@@ -150,3 +154,27 @@ def test_request_path_statements_search_an_index(tmp_path):
             f"EXPLAIN QUERY PLAN {fold}", (1,) * fold.count("?"))]
         assert "study_id=? AND t>? AND t<?" in step  # a range of t, not the study's trials
     engine.dispose()
+
+
+def test_status_counts_match_a_full_count(database_url, tmp_path):
+    """GET study counts completed trials as n - the rest (t is dense): every status present."""
+    with app_client(database_url, tmp_path) as client:
+        sid = create_study(client, engine={"strategy": "bbkb", "mode": "async", "seed": 1,
+                                           "kernel": {"name": "rbf", "lengthscale": 0.2}},
+                           max_attempts=2)["id"]
+        client.post(f"/v1/studies/{sid}/observations", json={"observations": [
+            {"candidate": i, "value": 0.1 * i} for i in range(7)]})
+        trials = client.post(f"/v1/studies/{sid}/suggestions",
+                             json={"worker_id": "w", "count": 6}).json()["trials"]
+        url = f"/v1/studies/{sid}/trials"
+        client.post(f"{url}/{trials[0]['id']}/complete", json={"value": 1.0})
+        client.post(f"{url}/{trials[1]['id']}/complete", json={"value": 2.0})
+        client.post(f"{url}/{trials[2]['id']}/fail", json={"reason": "x", "retryable": False})
+        client.post(f"{url}/{trials[3]['id']}/fail", json={"reason": "x", "retryable": True})
+        counts = client.get(f"/v1/studies/{sid}").json()["counts"]
+        with transaction(client.app.state.sessions) as session:
+            full = dict(session.execute(select(Trial.status, func.count()).where(
+                Trial.study_id == sid).group_by(Trial.status)).all())
+        assert counts == {"pending": 1, "running": 2, "completed": 9, "failed": 1,
+                          "abandoned": 0}
+        assert {s: n for s, n in counts.items() if n} == full
