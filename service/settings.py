@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     auto_migrate: bool = Field(
         default=True, description="Upgrade the schema at start-up (off: refuse a stale one).")
     page_limit: int = Field(default=1000, gt=0)
+    database_busy_seconds: float = Field(
+        default=30.0, gt=0, description="SQLite: how long a request waits for the database's "
+        "write lock before the API answers 503 (retry).")
     blas_threads: int = Field(
         default=1, ge=1, description="BLAS threads of the server's engine work. More only help "
         "a server with idle cores: where the cores are shared (workers, other studies' "

@@ -1,4 +1,5 @@
-"""Every error leaves as JSON ``{"detail": ..., "field": ...}`` with a 4xx status, never a 500."""
+"""Every error leaves as JSON ``{"detail": ..., "field": ...}`` with a 4xx status (503 with
+Retry-After when the database is busy or unreachable), never a 500."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 
 from ..engine import EngineError
@@ -37,6 +39,18 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:
         return _json(exc.status_code, str(exc.detail), None, getattr(exc, "headers", None))
+
+    @app.exception_handler(OperationalError)
+    async def _database(request: Request, exc: OperationalError) -> JSONResponse:
+        """A busy or unreachable database: the transaction was rolled back, a retry is safe."""
+        text = str(exc.orig).lower()
+        if exc.connection_invalidated or "locked" in text or "busy" in text \
+                or type(exc.orig).__module__.startswith("psycopg"):
+            log.warning("database unavailable on %s %s: %s", request.method, request.url.path,
+                        exc.orig)
+            return _json(503, "the database is busy or unreachable: retry", None,
+                         {"Retry-After": "1"})
+        return await _unexpected(request, exc)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -107,3 +107,25 @@ def test_the_server_caps_its_blas_threads(tmp_path):
                              text=True, env=run_env, timeout=120)
         assert out.returncode == 0, out.stderr
         assert int(out.stdout.split()[-1]) == expected
+
+
+def test_a_locked_database_is_a_503_to_retry_and_loses_nothing(tmp_path):
+    """Another process holding SQLite's write lock past the busy timeout: 503 + Retry-After
+    (the SDK retries it), the transaction rolled back; afterwards the same request works."""
+    import sqlite3
+
+    path = tmp_path / "busy.db"
+    with app_client(f"sqlite:///{path}", tmp_path, database_busy_seconds=0.2) as client:
+        sid = create_study(client)["id"]
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            r = client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w"})
+            assert r.status_code == 503 and r.headers["retry-after"] == "1"
+            assert "retry" in r.json()["detail"]
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        (trial,) = client.post(f"/v1/studies/{sid}/suggestions",
+                               json={"worker_id": "w"}).json()["trials"]
+        assert trial["t"] == 0  # the refused ask left no trace
