@@ -36,6 +36,9 @@ Usage::
         --functions hartmann6 levy20
     python benchmarks/literature.py --summarize results/literature/gssbo_runs.jsonl \\
         --checkpoint 100 --T 1000                            # regret / time at t = 100, 200, ...
+    # issue 5 at T = 1000: one process per (function, seed) for GP-UCB-ML (--first-seed), each
+    # writing <experiment>_<problem>_<method>_<seed>.progress every --checkpoint steps; then
+    python benchmarks/literature.py --progress results/s3_lit/*/*.progress
 """
 
 from __future__ import annotations
