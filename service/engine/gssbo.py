@@ -19,10 +19,11 @@ other steps one L-BFGS-B run from the anchor's values on the step's own data. Th
 pure function of that prefix (its generator is seeded by it), so a rebuilt strategy recomputes
 it and replays exactly; the live model keeps the last one. Each evaluation is one Cholesky with
 Sigma^-1 by ``potri`` (:func:`matern_log_likelihood`), and L-BFGS-B stops at a relative change
-of ``FTOL``. The posterior is built in one blocked factorisation (:meth:`GSSPosterior.
-_factor_observed`). Before (a full :func:`hyperparameters.fit` per step: three starts, O(n^3)
-``cho_solve(L, I)``, a profile likelihood GSSBO never read; row-by-row posterior) GP-UCB-ML on
-Hartmann-6 (benchmarks/literature.py, A = 2000) had used 33 CPU s at t = 300; now 10-11 s.
+of ``FTOL``. The posterior is built in one blocked factorisation
+(:meth:`GSSPosterior._factor_observed`). Before (a full :func:`hyperparameters.fit` per step:
+three starts, O(n^3) ``cho_solve(L, I)``, a profile likelihood GSSBO never read; a row-by-row
+posterior) GP-UCB-ML on Hartmann-6 (benchmarks/literature.py, A = 2000) had used 33 CPU s at
+t = 300; now 10-11 s.
 
 Selection rules (``gssbo_selection``; paper eq. (1): minimum summed pairwise cosine similarity of
 the gradients, greedily, each normalised gradient perturbed by N(0, noise^2) per coordinate):
