@@ -42,7 +42,7 @@ Choices the paper leaves open (defaults tuned with this script, T = 2000 and 10^
   0.0045 (BBKB lower on 39 of 70, Wilcoxon p = 0.24), but the means 0.0106 vs 0.0072: one seed
   of each locks onto a poor arm (BBKB seed 218: 0.40, GP-BUCB seed 219: 0.17). Global-BBKB on
   seeds 1000-1199: mean 0.0047, median 0.0039, none above 0.016. A mean over tens of seeds is
-  no stable statistic here: explore 0.0999 or 0.1001 instead of 0.1 changes 29 of 30
+  no stable statistic here: explore 0.0999 or 0.1001 instead of 0.1 changes 28-29 of 30
   trajectories and moves Global-BBKB's 30-seed mean from 0.0050 to 0.0040 / 0.0044 (median
   0.0040 -> 0.0034 / 0.0036); compare medians and paired seeds.
 * Lock-in is a property of the GP model at explore 0.1, not of the Nystrom approximation: with
