@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from sqlalchemy import func, select
 
 from ... import dispatch, studies
 from ...errors import Conflict, Invalid
 from ...store.models import Trial, utcnow
 from ..deps import MetricsDep, OwnerDep, RuntimesDep, SessionDep, StudyId
+from ..responses import json_answer
 from ..schemas import DispatchComplete, DispatchCompleted, DispatchRequest, DispatchStatus
 from .studies import owned
 
@@ -71,10 +72,10 @@ def resume_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
     return status
 
 
-@router.post("/complete")
+@router.post("/complete", response_model=DispatchCompleted)
 def complete_dispatched(study_id: StudyId, body: DispatchComplete, owner: OwnerDep,
                         runtimes: RuntimesDep, metrics: MetricsDep,
-                        request: Request) -> DispatchCompleted:
+                        request: Request) -> Response:
     """A dispatch worker's result and, with ``next``, its next trial (see service.dispatch)."""
     def change(session, runtime, study):  # type: ignore[no-untyped-def]
         trial, job = dispatch.complete_and_next(
@@ -88,7 +89,7 @@ def complete_dispatched(study_id: StudyId, body: DispatchComplete, owner: OwnerD
         request.app.state.dispatcher.wake.set()  # a slot is free, or the dispatch may be done
     else:
         metrics.suggestions.inc()
-    return answer
+    return json_answer(answer)
 
 
 @router.get("")

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterator
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
@@ -18,6 +18,7 @@ from ...store import queries
 from ...store.database import transaction
 from ...store.models import utcnow
 from ..deps import MetricsDep, OwnerDep, RuntimesDep, SessionDep, SettingsDep, StudyId, TrialId
+from ..responses import json_answer
 from ..schemas import (
     CompleteRequest,
     FailRequest,
@@ -35,9 +36,9 @@ router = APIRouter(prefix="/v1/studies/{study_id}", tags=["trials"])
 log = logging.getLogger("bbkb.server")
 
 
-@router.post("/suggestions")
+@router.post("/suggestions", response_model=Suggestions)
 def create_suggestions(study_id: StudyId, body: SuggestRequest, owner: OwnerDep,
-                       runtimes: RuntimesDep, metrics: MetricsDep) -> Suggestions:
+                       runtimes: RuntimesDep, metrics: MetricsDep) -> Response:
     """Trials for a worker: its running ones again (idempotent), requeued ones, then new ones."""
     def change(session, runtime, study):  # type: ignore[no-untyped-def]
         asked = trials.ask(session, runtime, study, worker_id=body.worker_id,
@@ -53,7 +54,7 @@ def create_suggestions(study_id: StudyId, body: SuggestRequest, owner: OwnerDep,
         metrics.batches.inc()
         metrics.resparsify.observe(seconds)
         log.info("batch opened", extra={"study_id": study_id, "seconds": round(seconds, 4)})
-    return answer
+    return json_answer(answer)
 
 
 def _trial_change(runtimes, study_id: StudyId, owner: int, action, **kwargs) -> TrialPublic:  # type: ignore[no-untyped-def]
@@ -63,25 +64,25 @@ def _trial_change(runtimes, study_id: StudyId, owner: int, action, **kwargs) -> 
     return runtimes.mutate(study_id, owner, change)
 
 
-@router.post("/trials/{trial_id}/complete")
+@router.post("/trials/{trial_id}/complete", response_model=TrialPublic)
 def complete_trial(study_id: StudyId, trial_id: TrialId, body: CompleteRequest, owner: OwnerDep,
-                   runtimes: RuntimesDep, metrics: MetricsDep, request: Request) -> TrialPublic:
+                   runtimes: RuntimesDep, metrics: MetricsDep, request: Request) -> Response:
     trial = _trial_change(runtimes, study_id, owner, trials.complete, trial_id=trial_id,
                           value=body.value)
     metrics.results.labels("completed").inc()
     _wake_dispatcher(request)
-    return trial
+    return json_answer(trial)
 
 
-@router.post("/trials/{trial_id}/fail")
+@router.post("/trials/{trial_id}/fail", response_model=TrialPublic)
 def fail_trial(study_id: StudyId, trial_id: TrialId, body: FailRequest, owner: OwnerDep,
-               runtimes: RuntimesDep, metrics: MetricsDep, request: Request) -> TrialPublic:
+               runtimes: RuntimesDep, metrics: MetricsDep, request: Request) -> Response:
     trial = _trial_change(runtimes, study_id, owner, trials.fail, trial_id=trial_id,
                           reason=body.reason, retryable=body.retryable,
                           worker_id=body.worker_id)
     metrics.results.labels(trial.status).inc()
     _wake_dispatcher(request)
-    return trial
+    return json_answer(trial)
 
 
 def _wake_dispatcher(request: Request) -> None:
@@ -90,11 +91,11 @@ def _wake_dispatcher(request: Request) -> None:
         request.app.state.dispatcher.wake.set()
 
 
-@router.post("/trials/{trial_id}/heartbeat")
+@router.post("/trials/{trial_id}/heartbeat", response_model=TrialPublic)
 def heartbeat_trial(study_id: StudyId, trial_id: TrialId, body: HeartbeatRequest, owner: OwnerDep,
-                    runtimes: RuntimesDep) -> TrialPublic:
-    return _trial_change(runtimes, study_id, owner, trials.heartbeat, trial_id=trial_id,
-                         worker_id=body.worker_id)
+                    runtimes: RuntimesDep) -> Response:
+    return json_answer(_trial_change(runtimes, study_id, owner, trials.heartbeat,
+                                     trial_id=trial_id, worker_id=body.worker_id))
 
 
 @router.post("/observations")
