@@ -33,7 +33,7 @@ def test_hyperparameters_are_stored_shown_and_survive_a_restart(tmp_path, server
         ref_sid = ref_post("/v1/studies", STUDY)["id"]
         assert client.get(f"/v1/studies/{ref_sid}").json()["spec"]["engine"][
             "hyperparameters"] == "auto"
-        reference = _run(ref_post, client.get, ref_sid, range(24))
+        reference = _run(ref_post, client.get, ref_sid, range(36))
         ref_batches = client.get(f"/v1/studies/{ref_sid}/batches").json()["batches"]
         ref_study = client.get(f"/v1/studies/{ref_sid}").json()
 
@@ -52,10 +52,10 @@ def test_hyperparameters_are_stored_shown_and_survive_a_restart(tmp_path, server
 
     server = server_factory(env)
     sid = http(server.url)("/v1/studies", STUDY)["id"]
-    before = _run(http(server.url), None, sid, range(13))
+    before = _run(http(server.url), None, sid, range(18))
     server.kill()
     server = server_factory(env)
-    after = _run(http(server.url), None, sid, range(13, 24))
+    after = _run(http(server.url), None, sid, range(18, 36))
     assert before + after == reference
     batches = httpx.get(f"{server.url}/v1/studies/{sid}/batches").json()["batches"]
     assert [b["hyperparameters"] for b in batches] == [b["hyperparameters"]
