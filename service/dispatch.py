@@ -56,7 +56,7 @@ def _in_flight(session: Session, study_id: int) -> int:
     return len(queries.running_on(session, study_id, PREFIX))
 
 
-def _finished(session: Session, study_id: int) -> int:
+def finished(session: Session, study_id: int) -> int:
     """Suggested trials of the study with an outcome, from the database (O(trials): only where
     the study's engine is not at hand)."""
     return int(session.scalar(select(func.count()).where(
@@ -107,7 +107,7 @@ class Dispatcher:
             in_flight = _in_flight(session, study_id)
             done = self.runtimes.resolved(study_id, study.version)
             if done is None:
-                done = _finished(session, study_id)
+                done = finished(session, study_id)
         if int(plan.get("n_evaluations", 0)) - done - in_flight <= 0:
             return in_flight == 0  # then the top-up marks the dispatch done
         return (EngineConfig.from_dict(spec["engine"]).mode == "sync"

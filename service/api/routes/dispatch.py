@@ -25,7 +25,7 @@ def _status(session, study, runtimes) -> DispatchStatus:  # type: ignore[no-unty
         Trial.study_id == study.id, Trial.status.in_(("running", "pending"))))
     finished = runtimes.resolved(study.id, study.version)
     if finished is None:
-        finished = dispatch._finished(session, study.id)
+        finished = dispatch.finished(session, study.id)
     return DispatchStatus(status=plan.get("status"), n_evaluations=plan.get("n_evaluations"),
                           parallelism=plan.get("parallelism"), objective=plan.get("objective"),
                           in_flight=int(in_flight or 0), finished=finished)
