@@ -12,7 +12,7 @@ from service.auth import create_key
 from service.problems import dataset_problem
 from service.store.database import make_engine, session_factory, transaction
 
-from .ui_helpers import candidates, create_study, objective, run_trials
+from .ui_helpers import candidates, create_study, run_trials
 
 ASYNC_BBKB = {"strategy": "bbkb", "mode": "async", "seed": 3, "lam": 0.5,
               "kernel": {"name": "rbf", "lengthscale": 0.2}}
@@ -139,14 +139,20 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
     study = create_study(http, name="auto-kernel", engine=engine)
     sid, X = study["id"], candidates()
 
+    def ridge(x) -> float:  # type: ignore[no-untyped-def]  # varies along x0 only: ARD pays
+        return float(np.exp(-((x[0] - 0.6) ** 2) / 0.02))
+
+    def value(trial: dict) -> float:
+        return ridge(list(trial["parameters"].values()))
+
     def observe(arms: range) -> None:
-        body = {"observations": [{"candidate": i, "value": objective(X[i])} for i in arms]}
+        body = {"observations": [{"candidate": i, "value": ridge(X[i])} for i in arms]}
         assert http.post(f"/v1/studies/{sid}/observations", json=body).status_code == 200
 
     observe(range(0, 40, 2))  # 20 arms: the first batch fits
-    run_trials(http, sid, 8)
+    run_trials(http, sid, 8, value)
     observe(range(41, 65, 2))  # 40 >= 1.5 x 20 observations: the next batch refits
-    run_trials(http, sid, 6)
+    run_trials(http, sid, 6, value)
 
     def api_state() -> tuple[dict, list[dict]]:
         return (http.get(f"/v1/studies/{sid}").json()["hyperparameters"],
@@ -172,7 +178,7 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
 
     # new observations -> a refit and new batches appear without a reload
     observe(range(65, 120, 2))
-    run_trials(http, sid, 4)
+    run_trials(http, sid, 12, value)  # long enough for a batch to open
     refit, batches = api_state()
     assert refit["fitted_at"] > current["fitted_at"]
     _wait_points(page, "plot-lengthscale", len(batches))
