@@ -45,7 +45,11 @@ def _summary(http: httpx.Client, sid: int, wall: float, delay: float, workers: i
     from .problems import dataset_problem
 
     problem = dataset_problem("abalone")
-    trials = http.get(f"/v1/studies/{sid}/trials", params={"limit": 10_000}).json()["trials"]
+    trials, after = [], -1
+    while after is not None:  # every page: the server caps one at BBKB_PAGE_LIMIT trials
+        page = http.get(f"/v1/studies/{sid}/trials", params={"after": after, "limit": 1000})
+        trials += page.json()["trials"]
+        after = page.json()["next_after"]
     arms = np.array([t["candidate"] for t in trials if t["status"] == "completed"])
     batches = [b["size"] for b in http.get(f"/v1/studies/{sid}/batches").json()["batches"]]
     info = http.get(f"/v1/studies/{sid}").json()
