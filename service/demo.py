@@ -47,9 +47,10 @@ def _summary(http: httpx.Client, sid: int, wall: float, delay: float, workers: i
     problem = dataset_problem("abalone")
     trials, after = [], -1
     while after is not None:  # every page: the server caps one at BBKB_PAGE_LIMIT trials
-        page = http.get(f"/v1/studies/{sid}/trials", params={"after": after, "limit": 1000})
-        trials += page.json()["trials"]
-        after = page.json()["next_after"]
+        page = http.get(f"/v1/studies/{sid}/trials",
+                        params={"after": after, "limit": 1000}).json()
+        trials += page["trials"]
+        after = page["next_after"]
     arms = np.array([t["candidate"] for t in trials if t["status"] == "completed"])
     batches = [b["size"] for b in http.get(f"/v1/studies/{sid}/batches").json()["batches"]]
     info = http.get(f"/v1/studies/{sid}").json()

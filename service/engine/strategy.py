@@ -466,12 +466,13 @@ class Strategy:
         if current.variance is not None and current.noise is not None:
             last = Hyperparameters(current.lengthscale, current.variance, current.noise)
         rng = self._rng(STREAM_HYPER, b + 1)
-        inducing = dictionary
-        if len(inducing) > FIT_INDUCING:  # a seeded subset: the bound costs O(n m^2)
-            inducing = np.sort(rng.choice(inducing, size=FIT_INDUCING, replace=False))
+        inducing = None
+        if not exact:  # at most FIT_INDUCING atoms, a seeded subset: the bound costs O(n m^2)
+            inducing = dictionary if len(dictionary) <= FIT_INDUCING else np.sort(
+                rng.choice(dictionary, size=FIT_INDUCING, replace=False))
         result = fit(self._normalized[arms], values, prior=Prior(self._prior_lengthscale()),
                      rng=rng, kernel=cfg.kernel.name, ard=cfg.ard,
-                     inducing=None if exact else self._normalized[inducing], start=last,
+                     inducing=None if inducing is None else self._normalized[inducing], start=last,
                      restarts=2 if last is None else 0, max_points=500 if exact else 2000)
         fitted = result.hyperparameters
         if not result.significant:  # the values look like white noise: keep the lengthscale

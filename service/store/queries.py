@@ -51,7 +51,7 @@ _RUNNING_ON = select(Trial.id, Trial.worker_id).where(
     Trial.worker_id.like(bindparam("prefix"))).order_by(Trial.t)
 _NOT_COMPLETED = select(Trial.status, func.count()).where(
     Trial.study_id == bindparam("study"),
-    Trial.status.in_(("pending", "running", "failed", "abandoned"))).group_by(Trial.status)
+    Trial.status.in_([s for s in ENGINE_STATUS if s != "completed"])).group_by(Trial.status)
 _LAST_T = select(func.max(Trial.t)).where(Trial.study_id == bindparam("study"))
 _REQUEUED = select(Trial).where(Trial.study_id == bindparam("study"),
                                 Trial.status == "pending").order_by(Trial.t).limit(
@@ -192,15 +192,21 @@ def status_counts(session: Session, study_id: int) -> dict[str, int]:
     return counts
 
 
+def best_value(session: Session, study_id: int, maximize: bool) -> float | None:
+    """The best completed value: one-row min/max on the (study, status, value) index."""
+    best = (func.max if maximize else func.min)(Trial.value)
+    return session.scalar(select(best).where(Trial.study_id == study_id,
+                                             Trial.status == "completed"))
+
+
 def best_trial(session: Session, study_id: int, maximize: bool) -> Trial | None:
     """The best completed trial (the earliest on ties): two index lookups, no sort."""
-    completed = (Trial.study_id == study_id, Trial.status == "completed")
-    best = (func.max if maximize else func.min)(Trial.value)
-    value = session.scalar(select(best).where(*completed))
+    value = best_value(session, study_id, maximize)
     if value is None:
         return None
-    return session.scalars(select(Trial).where(*completed, Trial.value == value)
-                           .order_by(Trial.t).limit(1)).first()
+    return session.scalars(select(Trial).where(
+        Trial.study_id == study_id, Trial.status == "completed", Trial.value == value)
+        .order_by(Trial.t).limit(1)).first()
 
 
 def trial_page(session: Session, study_id: int, *, after: int, limit: int,
@@ -228,21 +234,18 @@ def studies_of(session: Session, owner_id: int) -> Iterable[Study]:
 
 
 def study_summaries(session: Session, owner_id: int) -> list[tuple]:
-    """Per study of an owner: (study, trials, completed, failed, max, min).
+    """Per study of an owner: (study, trials, completed, failed, best value).
 
-    ``failed`` counts failed and abandoned trials; max/min are over completed values. A few
-    index lookups per study (:func:`status_counts`, and SQLite's and PostgreSQL's one-row
-    min/max on the (study, status, value) index), never a pass over the trials.
+    ``failed`` counts failed and abandoned trials. A few index lookups per study
+    (:func:`status_counts`, :func:`best_value`), never a pass over the trials.
     """
     out = []
     for study in session.scalars(select(Study).where(
             Study.owner_id == owner_id, Study.status != "deleted").order_by(Study.id)):
         counts = status_counts(session, study.id)
-        done = (Trial.study_id == study.id, Trial.status == "completed")
-        high = session.scalar(select(func.max(Trial.value)).where(*done))
-        low = session.scalar(select(func.min(Trial.value)).where(*done))
+        best = best_value(session, study.id, study.spec["direction"] == "maximize")
         out.append((study, sum(counts.values()), counts["completed"],
-                    counts["failed"] + counts["abandoned"], high, low))
+                    counts["failed"] + counts["abandoned"], best))
     return out
 
 

@@ -24,13 +24,12 @@ VALUES_CACHE_SIZE = 16
 def list_summaries(owner: OwnerDep, session: SessionDep) -> SummaryList:
     """Every study of the caller with counts, best value and last activity (one query)."""
     rows = []
-    for study, n, completed, failed, high, low in queries.study_summaries(session, owner):
+    for study, n, completed, failed, best in queries.study_summaries(session, owner):
         engine = study.spec["engine"]
-        maximize = study.spec["direction"] == "maximize"
         rows.append(StudySummary(
             id=study.id, name=study.name, status=study.status,
             direction=study.spec["direction"], strategy=engine["strategy"], mode=engine["mode"],
-            n_trials=n, completed=completed, failed=failed, best_value=high if maximize else low,
+            n_trials=n, completed=completed, failed=failed, best_value=best,
             created_at=study.created_at, last_activity=study.updated_at))
     return SummaryList(studies=rows)
 
