@@ -162,7 +162,11 @@ class BatchPublic(BaseModel):
     hyperparameters: dict[str, Any] | None = Field(
         default=None, description="Kernel hyper-parameters the batch used: lengthscale (one, or "
         "one per dimension), lam, the last fit's variance and noise, fitted_at (observations).")
-    open_seconds: float | None
+    open_seconds: float | None = Field(description="Opening the batch: dictionary sampling, "
+                                       "kernel refit and posterior build.")
+    resparsify_seconds: float | None = Field(
+        default=None, description="The dictionary resampling alone; null without a dictionary "
+        "(GP-UCB family, uniform) and for batches stored before it was measured.")
     opened_at: datetime | None
     closed_at: datetime | None
 

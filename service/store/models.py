@@ -124,7 +124,10 @@ class Batch(Base):
     #: variance and noise, fitted_at); a restart installs them instead of refitting. NULL for
     #: batches stored before revision 0003 (their config's fixed kernel).
     hyperparameters: Mapped[dict | None] = mapped_column(JSON)
+    #: Opening the batch: dictionary sampling + kernel refit + posterior build.
     open_seconds: Mapped[float | None] = mapped_column(Float)
+    #: The dictionary resampling alone (NULL: no dictionary, or stored before revision 0005).
+    resparsify_seconds: Mapped[float | None] = mapped_column(Float)
     opened_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 

@@ -140,17 +140,23 @@ def save_batch(session: Session, study_id: int, info: Any, *, new: bool, now: An
     """Insert a batch the engine just opened (with its dictionary), or update its size/close."""
     closed = now if info.stop_reason is not None else None
     if new:
-        seconds = info.open_seconds if math.isfinite(info.open_seconds) else None
         session.add(Batch(study_id=study_id, index=info.index, start_t=info.start,
                           size=info.size, stop_reason=info.stop_reason, opened_at=now,
                           closed_at=closed, dictionary=to_bytes(info.dictionary),
                           dictionary_size=info.dictionary_size,
-                          embedding_dim=info.embedding_dim, open_seconds=seconds,
+                          embedding_dim=info.embedding_dim,
+                          open_seconds=_finite_or_none(info.open_seconds),
+                          resparsify_seconds=_finite_or_none(info.resparsify_seconds),
                           hyperparameters=info.hyperparameters))
         return
     session.execute(_BATCH_PROGRESS, {"b_study": study_id, "b_index": info.index,
                                       "b_size": info.size, "b_reason": info.stop_reason,
                                       "b_closed": closed})
+
+
+def _finite_or_none(seconds: float) -> float | None:
+    """A timing as stored: NULL when it was not measured (NaN: restored, or no dictionary)."""
+    return seconds if math.isfinite(seconds) else None
 
 
 def running_for_worker(session: Session, study_id: int, worker_id: str) -> list[Trial]:

@@ -120,3 +120,21 @@ def test_summaries_per_owner(database_url, tmp_path):
         last = datetime.fromisoformat(rows[down]["last_activity"])  # the last change's time
         assert last >= datetime.fromisoformat(down_trials[-1]["completed_at"])
         assert datetime.fromisoformat(rows[empty]["last_activity"]) < last
+
+
+def test_batches_time_the_resparsification_apart_from_opening(database_url, tmp_path):
+    """resparsify_seconds is the dictionary resampling alone: part of open_seconds (which adds
+    the kernel refit and the posterior build), null for a strategy without a dictionary."""
+    with app_client(database_url, tmp_path) as http:
+        sid = create_study(http, name="bbkb")["id"]
+        run_trials(http, sid, 24)
+        batches = http.get(f"/v1/studies/{sid}/batches").json()["batches"]
+        assert len(batches) > 1
+        for b in batches:
+            assert 0 < b["resparsify_seconds"] <= b["open_seconds"]
+        uniform = create_study(http, name="uniform", engine={
+            "strategy": "uniform", "mode": "async", "batch_size": 4, "seed": 0})["id"]
+        run_trials(http, uniform, 8)
+        batches = http.get(f"/v1/studies/{uniform}/batches").json()["batches"]
+        assert batches and all(b["resparsify_seconds"] is None and b["open_seconds"] is not None
+                               for b in batches)

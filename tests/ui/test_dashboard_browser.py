@@ -73,8 +73,10 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
     assert _points(page, "plot-values") == len(completed)
     assert _points(page, "plot-batch-size") == len(batches)
     assert _points(page, "plot-dictionary") == len(batches)
-    timed = [b for b in batches if b["open_seconds"] is not None]
-    assert timed and _points(page, "plot-resparsify") == len(timed)
+    resparsified = [b for b in batches if b["resparsify_seconds"] is not None]
+    assert resparsified and _points(page, "plot-resparsify") == len(resparsified)
+    opened = [b for b in batches if b["open_seconds"] is not None]
+    assert opened and _points(page, "plot-open") == len(opened)
     assert page.is_hidden("#figure-regret")  # no built-in objective: no known optimum
     assert page.text_content("#study-name") == "campaign"
     assert '"strategy": "bbkb"' in page.text_content("#config")

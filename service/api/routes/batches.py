@@ -1,4 +1,4 @@
-"""Batch history (sizes, stop reasons, dictionary sizes) and the best trial."""
+"""Batch history (sizes, stop reasons, dictionary sizes, timings) and the best trial."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from ... import studies
 from ...store import queries
 from ..deps import OwnerDep, SessionDep, StudyId
-from ..schemas import BatchList, TrialPublic
+from ..schemas import BatchList, BatchPublic, TrialPublic
 from .studies import owned
 
 router = APIRouter(prefix="/v1/studies/{study_id}", tags=["batches"])
@@ -16,7 +16,8 @@ router = APIRouter(prefix="/v1/studies/{study_id}", tags=["batches"])
 @router.get("/batches")
 def list_batches(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> BatchList:
     owned(session, study_id, owner)
-    return BatchList(batches=[studies.batch_public(b) for b in queries.batches(session, study_id)])
+    return BatchList(batches=[BatchPublic.model_validate(b, from_attributes=True)
+                              for b in queries.batches(session, study_id)])
 
 
 @router.get("/best")

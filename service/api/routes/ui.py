@@ -77,8 +77,11 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
     <svg id="plot-batch-size" viewBox="0 0 480 240"></svg></figure>
   <figure><figcaption>dictionary size per batch</figcaption>
     <svg id="plot-dictionary" viewBox="0 0 480 240"></svg></figure>
-  <figure><figcaption>time per resparsification (ms)</figcaption>
+  <figure><figcaption>time per resparsification: dictionary resampling (ms)</figcaption>
     <svg id="plot-resparsify" viewBox="0 0 480 240"></svg></figure>
+  <figure><figcaption>time to open a batch: resampling + kernel refit + posterior (ms)
+    </figcaption>
+    <svg id="plot-open" viewBox="0 0 480 240"></svg></figure>
   <figure id="figure-lengthscale" hidden>
     <figcaption id="lengthscale-caption">kernel lengthscale per batch</figcaption>
     <svg id="plot-lengthscale" viewBox="0 0 480 240"></svg></figure>

@@ -414,10 +414,13 @@ function studyPage(id) {
     plot(document.getElementById("plot-dictionary"),
          {x: b.map((r) => r.index), y: b.map((r) => r.dictionary_size), kind: "line",
           xLabel: "batch", yLabel: "dictionary points"});
-    const timed = b.filter((r) => r.open_seconds !== null);
-    plot(document.getElementById("plot-resparsify"),
-         {x: timed.map((r) => r.index), y: timed.map((r) => 1000 * r.open_seconds), kind: "bars",
-          xLabel: "batch", yLabel: "milliseconds"});
+    for (const [id, key] of [["plot-resparsify", "resparsify_seconds"],
+                             ["plot-open", "open_seconds"]]) {
+      const timed = b.filter((r) => r[key] !== null);
+      plot(document.getElementById(id),
+           {x: timed.map((r) => r.index), y: timed.map((r) => 1000 * r[key]), kind: "bars",
+            xLabel: "batch", yLabel: "milliseconds"});
+    }
     const kernel = b.filter((r) => r.hyperparameters);
     document.getElementById("figure-lengthscale").hidden =
       !kernel.length && study.hyperparameters === null;
