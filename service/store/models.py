@@ -143,6 +143,10 @@ class Trial(Base):
         Index("ix_trials_study_worker", "study_id", "worker_id", "status"),
         Index("ix_trials_study_status_value", "study_id", "status", "value", "t"),
         Index("ix_trials_study_status_completed", "study_id", "status", "completed_at", "t"),
+        # the trial list's filters (keyset pages in t order, service.store.queries.trial_page)
+        Index("ix_trials_study_worker_t", "study_id", "worker_id", "t"),
+        Index("ix_trials_study_batch_t", "study_id", "batch", "t"),
+        Index("ix_trials_study_kind_t", "study_id", "kind", "t"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),

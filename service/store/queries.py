@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,11 @@ _LAST_T = select(func.max(Trial.t)).where(Trial.study_id == bindparam("study"))
 _REQUEUED = select(Trial).where(Trial.study_id == bindparam("study"),
                                 Trial.status == "pending").order_by(Trial.t).limit(
                                     bindparam("limit"))
+_COMPLETED_VALUE = (Trial.study_id == bindparam("study"), Trial.status == "completed")
+_BEST_MAX = select(func.max(Trial.value)).where(*_COMPLETED_VALUE)
+_BEST_MIN = select(func.min(Trial.value)).where(*_COMPLETED_VALUE)
+_BEST_ROW = select(Trial).where(*_COMPLETED_VALUE, Trial.value == bindparam("value")).order_by(
+    Trial.t).limit(1)
 
 
 def bump_version(session: Session, study: Study, now: datetime) -> int:
@@ -200,9 +206,7 @@ def status_counts(session: Session, study_id: int) -> dict[str, int]:
 
 def best_value(session: Session, study_id: int, maximize: bool) -> float | None:
     """The best completed value: one-row min/max on the (study, status, value) index."""
-    best = (func.max if maximize else func.min)(Trial.value)
-    return session.scalar(select(best).where(Trial.study_id == study_id,
-                                             Trial.status == "completed"))
+    return session.scalar(_BEST_MAX if maximize else _BEST_MIN, {"study": study_id})
 
 
 def best_trial(session: Session, study_id: int, maximize: bool) -> Trial | None:
@@ -210,18 +214,35 @@ def best_trial(session: Session, study_id: int, maximize: bool) -> Trial | None:
     value = best_value(session, study_id, maximize)
     if value is None:
         return None
-    return session.scalars(select(Trial).where(
-        Trial.study_id == study_id, Trial.status == "completed", Trial.value == value)
-        .order_by(Trial.t).limit(1)).first()
+    return session.scalars(_BEST_ROW, {"study": study_id, "value": value}).first()
+
+
+#: Trial list filters, each a column with an index on (study_id, column, t) (see models.Trial).
+PAGE_FILTERS = ("status", "worker_id", "batch", "kind")
+
+
+@cache
+def page_statement(filters: frozenset[str]) -> Select[tuple[Trial]]:
+    """The keyset page statement for a set of filters (built once per set): bound parameters
+    ``study``, ``after``, ``limit`` and one per filter, named after its column."""
+    query = select(Trial).where(Trial.study_id == bindparam("study"),
+                                Trial.t > bindparam("after"))
+    for name in PAGE_FILTERS:
+        if name in filters:
+            query = query.where(getattr(Trial, name) == bindparam(name))
+    return query.order_by(Trial.t).limit(bindparam("limit"))
 
 
 def trial_page(session: Session, study_id: int, *, after: int, limit: int,
-               status: str | None) -> list[Trial]:
-    """Keyset pagination on (study_id, t): O(limit) per page whatever the study's size."""
-    query: Select[tuple[Trial]] = select(Trial).where(Trial.study_id == study_id, Trial.t > after)
-    if status is not None:
-        query = query.where(Trial.status == status)
-    return list(session.scalars(query.order_by(Trial.t).limit(limit)))
+               status: str | None = None, worker_id: str | None = None,
+               batch: int | None = None, kind: str | None = None) -> list[Trial]:
+    """Keyset pagination on (study_id, t), optionally filtered (None: any): O(limit) per page
+    whatever the study's size, each filter being an index range in t order."""
+    given = {name: value for name, value in (("status", status), ("worker_id", worker_id),
+                                             ("batch", batch), ("kind", kind))
+             if value is not None}
+    return list(session.scalars(page_statement(frozenset(given)),
+                                {"study": study_id, "after": after, "limit": limit, **given}))
 
 
 def batches(session: Session, study_id: int) -> list[Batch]:
