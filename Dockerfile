@@ -6,6 +6,9 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # --- build: compilers only here, in case a dependency has no wheel for the platform ----------
 FROM ${PYTHON_IMAGE} AS build
+# DL3008 wants apt versions pinned: build-essential's version differs in every Debian point
+# release of the base image, so a pin breaks the build at the next base update; the package
+# never reaches the final image.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
@@ -22,8 +25,10 @@ RUN /opt/bbkb/bin/pip install --no-cache-dir .
 
 # --- runtime: the virtual environment, no compilers, a non-root user --------------------------
 FROM ${PYTHON_IMAGE}
+# /run/bbkb-keys: the compose worker key's volume (a new named volume takes this owner)
 RUN groupadd --system --gid 10001 bbkb \
-    && useradd --system --uid 10001 --gid bbkb --home-dir /data --create-home bbkb
+    && useradd --system --uid 10001 --gid bbkb --home-dir /data --create-home bbkb \
+    && install -d -o bbkb -g bbkb -m 0700 /run/bbkb-keys
 COPY --from=build /opt/bbkb /opt/bbkb
 # One BLAS thread per process: API and worker processes share the cores, and multi-threaded
 # BLAS in several processes at once runs 10-100x slower. BBKB_HOST/PORT are where `serve` listens.

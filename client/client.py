@@ -11,6 +11,7 @@ import os
 import random
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
@@ -32,13 +33,26 @@ MAX_DELAY = 10.0
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
+def _environment_key() -> str | None:
+    """``BBKB_API_KEY``, else the key in the file ``BBKB_API_KEY_FILE`` (compose's worker key:
+    a mounted secret, e.g. written by ``bbkb keys ensure``), else None. An empty value is unset."""
+    key, key_file = os.environ.get("BBKB_API_KEY"), os.environ.get("BBKB_API_KEY_FILE")
+    if key or not key_file:
+        return key or None
+    try:
+        return Path(key_file).read_text().strip() or None
+    except OSError as error:
+        raise ValueError(f"BBKB_API_KEY_FILE={key_file!r} cannot be read: {error}") from error
+
+
 class Client:
     """A connection to a bbkb-service server.
 
     ``url`` and ``api_key`` default to the environment variables ``BBKB_URL`` and
-    ``BBKB_API_KEY`` (then to ``http://127.0.0.1:8000`` and no key). Failed connections and
-    502/503/504 answers are retried ``retries`` times with exponential backoff starting at
-    ``backoff`` seconds, so a worker rides out a server restart; 4xx answers never are.
+    ``BBKB_API_KEY`` or ``BBKB_API_KEY_FILE`` (then to ``http://127.0.0.1:8000`` and no key).
+    Failed connections and 502/503/504 answers are retried ``retries`` times with exponential
+    backoff starting at ``backoff`` seconds, so a worker rides out a server restart; 4xx answers
+    never are.
     Requests that are not idempotent on the server (creating a study, importing observations,
     failing a trial) are retried only when they surely did not reach it.
 
@@ -55,7 +69,7 @@ class Client:
         self.url = (url or given_base or os.environ.get("BBKB_URL") or DEFAULT_URL).rstrip("/")
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
-        self.api_key = api_key if api_key is not None else os.environ.get("BBKB_API_KEY")
+        self.api_key = api_key if api_key is not None else _environment_key()
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self._owns_http = http is None
         self._http = http if http is not None else httpx.Client(timeout=timeout)

@@ -1,4 +1,4 @@
-"""The ``bbkb`` command: demo, serve, worker, study, migrate, keys create."""
+"""The ``bbkb`` command: demo, serve, worker, study, migrate, keys create / ensure."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from . import study_cli
 from .settings import Settings
@@ -47,6 +48,39 @@ def _keys_create(args: argparse.Namespace) -> int:
         token = create_key(session, args.owner)
     print(token)
     print(f"(API key for owner {args.owner!r}: shown once, store it now)", file=sys.stderr)
+    return 0
+
+
+def _keys_ensure(args: argparse.Namespace) -> int:
+    """Keep a valid key of ``--owner`` in ``--file`` (mode 0600): the one already there if the
+    database knows it for that owner, else a new one. Compose's worker key; rerunning is a no-op."""
+    from .auth import authenticate, create_key, owner_id_for
+    from .errors import Unauthorized
+    from .store.database import make_engine, session_factory, transaction
+    from .store.migrate import ensure_schema
+
+    if not args.file:
+        raise SystemExit("bbkb keys ensure: --file or BBKB_API_KEY_FILE is required")
+    path = Path(args.file)
+    held = path.read_text().strip() if path.is_file() else ""
+    engine = make_engine(str(Settings().database_url))
+    ensure_schema(engine)
+    with transaction(session_factory(engine)) as session:
+        try:
+            valid = authenticate(session, f"Bearer {held}") == owner_id_for(session, args.owner)
+        except Unauthorized:  # no key in the file, or one the database does not know
+            valid = False
+        if not valid:
+            held = create_key(session, args.owner)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.unlink(missing_ok=True)  # a new file: created with mode 0600, never wider
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w") as out:
+                out.write(held + "\n")
+        else:
+            path.chmod(0o600)
+    state = "kept" if valid else "created"
+    print(f"API key of owner {args.owner!r} in {path}: {state}", file=sys.stderr)
     return 0
 
 
@@ -103,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     create = keys_sub.add_parser("create", help="create an API key (prints it once)")
     create.add_argument("--owner", required=True, help="owner name (created if new)")
     create.set_defaults(run=_keys_create)
+    ensure = keys_sub.add_parser(
+        "ensure", help="keep a valid key of OWNER in FILE (creates one if needed; idempotent)")
+    ensure.add_argument("--owner", required=True, help="owner name (created if new)")
+    ensure.add_argument("--file", default=env("BBKB_API_KEY_FILE"),
+                        help="where the key is kept, mode 0600 (default: BBKB_API_KEY_FILE)")
+    ensure.set_defaults(run=_keys_ensure)
     return parser
 
 

@@ -1,10 +1,13 @@
-"""The compose deployment without Docker: the exact commands of its migrate, api and worker
-services (the image's ENTRYPOINT + each service's command, read from the files) run as plain
-processes against embedded PostgreSQL and Redis, and a study runs end to end through them.
+"""The compose deployment without Docker: the exact commands of its migrate, worker-key, api and
+worker services (the image's ENTRYPOINT + each service's command, read from the files) run as
+plain processes against embedded PostgreSQL and Redis, and a study runs end to end through them,
+with no key made by hand for the workers.
 
-Only what Docker's network provides is replaced: service host names in URLs (postgres, redis,
-api), the listening address and port, and the data directory. Everything else in the
-environment is what ``docker compose config`` gives each container."""
+Only what Docker provides is replaced: the addresses in URLs (postgres, redis, api; the database
+URL keeps compose's ``postgresql://`` scheme, user and database, and takes the embedded server's
+socket and password), the listening address and port, and the directories (data, the
+worker-keys volume). Everything else in the environment is what ``docker compose config`` gives
+each container; the database's user and name reach it as POSTGRES_USER / POSTGRES_DB of .env."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import psutil
 import pytest
 from redis import Redis
 from rq import Worker
+from sqlalchemy.engine import URL, make_url
 
 from client import Client
 from service.problems import get_function
@@ -30,6 +34,7 @@ from .deployfiles import compose_config, dockerfile_stages, tool
 
 N_EVALUATIONS = 24
 KEY_COMMAND = ["keys", "create", "--owner", "lab"]  # README: docker compose run --rm api keys...
+KEYS_VOLUME = "/run/bbkb-keys"  # the worker-keys volume's mount point
 
 
 class Deployment:
@@ -43,10 +48,15 @@ class Deployment:
         self.local = {"postgres": database_url, "redis": redis_url,
                       "api": f"http://127.0.0.1:{port}"}
         self.port, self.tmp_path = port, tmp_path
+        self.keys_dir = tmp_path / "worker-keys"
         self.services: dict[str, Any] = {}
 
     def resolve(self, **variables: str) -> None:
-        self.services = compose_config(**variables)["services"]
+        """``docker compose config`` with ``variables`` in .env (the database's user and name:
+        the embedded server's)."""
+        pg = make_url(self.local["postgres"])
+        self.services = compose_config(POSTGRES_USER=str(pg.username),
+                                       POSTGRES_DB=str(pg.database), **variables)["services"]
 
     def command(self, service: str) -> list[str]:
         return self.entrypoint + self.services[service]["command"]
@@ -61,14 +71,19 @@ class Deployment:
 
     def _localise(self, key: str, value: str) -> str:
         if key == "BBKB_DATABASE_URL":
-            assert "@postgres:5432/" in value, value  # the compose postgres service
-            return self.local["postgres"]
+            url, pg = make_url(value), make_url(self.local["postgres"])
+            assert (url.drivername, url.host, url.port) == ("postgresql", "postgres", 5432), value
+            return URL.create(url.drivername, url.username, pg.password, pg.host, pg.port,
+                              url.database, pg.query).render_as_string(hide_password=False)
         if key == "BBKB_REDIS_URL":
             assert value.startswith("redis://redis:6379/"), value
             return self.local["redis"]
         if key == "BBKB_URL":
             assert value == "http://api:8000", value
             return self.local["api"]
+        if key == "BBKB_API_KEY_FILE":
+            assert value.startswith(KEYS_VOLUME + "/"), value
+            return str(self.keys_dir / value.removeprefix(KEYS_VOLUME + "/"))
         return {"BBKB_HOST": "127.0.0.1", "BBKB_PORT": str(self.port),
                 "BBKB_DATA_DIR": str(self.tmp_path)}.get(key, value)
 
@@ -115,14 +130,24 @@ def test_the_compose_services_run_a_study_end_to_end(tmp_path, pg_database_url, 
                                                      processes):
     deploy = Deployment(tmp_path, pg_database_url, redis.url, free_port())
     deploy.resolve(BBKB_API_WORKERS="2")
+    assert deploy.env("api")["BBKB_DATABASE_URL"].startswith("postgresql://")  # compose's scheme
 
     migrated = deploy.run("migrate")
     assert migrated.returncode == 0, migrated.stderr
     assert "database schema: empty ->" in migrated.stdout
-    made = deploy.run("api", *KEY_COMMAND)
+    key_file = Path(deploy.env("worker")["BBKB_API_KEY_FILE"])
+    assert deploy.env("worker-key")["BBKB_API_KEY_FILE"] == str(key_file)  # the same volume
+    ensured = deploy.run("worker-key")
+    assert ensured.returncode == 0 and "created" in ensured.stderr, ensured.stderr
+    worker_key = key_file.read_text().strip()
+    assert worker_key.startswith("bbkb_") and key_file.stat().st_mode & 0o777 == 0o600
+    again = deploy.run("worker-key")  # every `docker compose up` runs it: the key stays
+    assert again.returncode == 0 and "kept" in again.stderr, again.stderr
+    assert key_file.read_text().strip() == worker_key
+    made = deploy.run("api", *KEY_COMMAND)  # the user's own key, for the SDK
     assert made.returncode == 0, made.stderr
     key = made.stdout.strip()
-    assert key.startswith("bbkb_")
+    assert key.startswith("bbkb_") and key != worker_key
 
     api = deploy.start("api")
     processes.append(api)
@@ -133,8 +158,7 @@ def test_the_compose_services_run_a_study_end_to_end(tmp_path, pg_database_url, 
     health = subprocess.run(deploy.healthcheck, env=deploy.env("api"), timeout=30, check=False)
     assert health.returncode == 0  # the image's HEALTHCHECK, against this api
 
-    deploy.resolve(BBKB_API_WORKERS="2", BBKB_API_KEY=key)  # the key pasted into .env
-    assert deploy.env("worker")["BBKB_API_KEY"] == key
+    assert deploy.env("worker")["BBKB_API_KEY"] == ""  # nothing pasted into .env
     processes.extend(deploy.start("worker") for _ in range(2))
 
     branin = get_function("branin")
