@@ -79,6 +79,11 @@ class Runtimes:
             return None
         return cached.strategy.resolved()
 
+    def candidates(self, study_id: int) -> np.ndarray | None:
+        """The study's candidate matrix if this process holds it, else None (no database read).
+        Read-only: a study's candidates never change once uploaded."""
+        return self._candidates.get(study_id)
+
     def forget(self, study_id: int) -> None:
         self._cache.pop(study_id, None)
         self._candidates.pop(study_id, None)

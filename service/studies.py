@@ -111,8 +111,9 @@ def trial_public(trial: Trial, parameters: dict[str, Any]) -> TrialPublic:
 
 
 class ParameterDecoder:
-    """Named parameters of candidates, reading only the candidate blocks that hold them (a
-    block is 65536 rows), each at most once."""
+    """Named parameters of candidates: from ``candidates`` when the caller holds the matrix
+    (:meth:`service.runtime.Runtimes.candidates`), else reading only the candidate blocks that
+    hold them (a block is 65536 rows, 26 MB at d = 50), each at most once."""
 
     def __init__(self, session: Session, study: Study, candidates: np.ndarray | None = None):
         self._session, self._study, self._candidates = session, study, candidates

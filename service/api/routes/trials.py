@@ -139,14 +139,20 @@ def parse_observations_csv(text: str) -> list[tuple[int, float]]:
 
 @router.get("/trials")
 def list_trials(study_id: StudyId, owner: OwnerDep, session: SessionDep, settings: SettingsDep,
+                runtimes: RuntimesDep,
                 after: Annotated[int, Query(ge=-1, le=2**62)] = -1,
                 limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-                status: TrialStatus | None = None) -> TrialPage:
-    """Trials in t order after ``after`` (keyset pagination: fast at any depth)."""
+                status: TrialStatus | None = None,
+                worker_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+                batch: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
+                kind: Literal["suggested", "imported"] | None = None) -> TrialPage:
+    """Trials in t order after ``after`` (keyset pagination: fast at any depth), optionally
+    only those with the given status, worker, batch and kind (each an index range)."""
     study = owned(session, study_id, owner)
     page = queries.trial_page(session, study_id, after=after,
-                              limit=min(limit, settings.page_limit), status=status)
-    decode = studies.ParameterDecoder(session, study)
+                              limit=min(limit, settings.page_limit), status=status,
+                              worker_id=worker_id, batch=batch, kind=kind)
+    decode = studies.ParameterDecoder(session, study, runtimes.candidates(study_id))
     return TrialPage(trials=[studies.trial_public(t, decode(t.candidate)) for t in page],
                      next_after=page[-1].t if len(page) == min(limit, settings.page_limit)
                      else None)

@@ -1,0 +1,102 @@
+"""GET .../trials filters (status, worker_id, batch, kind) across keyset pages, and parameter
+decoding from the candidates the runtime holds (no candidate block read)."""
+
+from __future__ import annotations
+
+from sqlalchemy import event
+
+from .helpers import app_client, create_study, objective
+
+FILTERS = {"status": ["completed", "running", "pending", "failed"],
+           "worker_id": ["w0", "w1", "nobody"], "batch": [0, 1, 2], "kind": ["suggested",
+                                                                            "imported"]}
+
+
+def _pages(client, url: str, **params) -> tuple[list[dict], int]:  # type: ignore[no-untyped-def]
+    """Every trial of the listing, following next_after with pages of 3; and the page count."""
+    out, after, pages = [], -1, 0
+    while True:
+        answer = client.get(url, params={"after": after, "limit": 3, **params})
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
+        out += page["trials"]
+        pages += 1
+        if page["next_after"] is None:
+            return out, pages
+        assert page["next_after"] == page["trials"][-1]["t"]
+        after = page["next_after"]
+
+
+def _varied_study(client) -> int:  # type: ignore[no-untyped-def]
+    """Imported and suggested trials of three workers over several batches, in every status."""
+    sid = create_study(client, engine={"strategy": "bbkb", "mode": "async", "seed": 5,
+                                       "kernel": {"name": "rbf", "lengthscale": 0.2}},
+                       max_attempts=1)["id"]
+    client.post(f"/v1/studies/{sid}/observations", json={"observations": [
+        {"candidate": i, "value": 0.1 * i} for i in range(4)]}).raise_for_status()
+    for i in range(24):
+        trials = client.post(f"/v1/studies/{sid}/suggestions",
+                             json={"worker_id": f"w{i % 3}", "count": 2}).json()["trials"]
+        first = trials[0]
+        if i % 4 == 3:
+            client.post(f"/v1/studies/{sid}/trials/{first['id']}/fail",
+                        json={"reason": "x", "retryable": False})
+        else:
+            client.post(f"/v1/studies/{sid}/trials/{first['id']}/complete",
+                        json={"value": objective(list(first["parameters"].values()))})
+        if i == 20:
+            client.post(f"/v1/studies/{sid}/observations", json={"observations": [
+                {"candidate": 7, "value": 0.5}]}).raise_for_status()
+    return sid
+
+
+def test_each_filter_and_pairs_of_them_across_pages(database_url, tmp_path):
+    with app_client(database_url, tmp_path) as client:
+        sid = _varied_study(client)
+        url = f"/v1/studies/{sid}/trials"
+        everything = client.get(url, params={"limit": 1000}).json()["trials"]
+        assert {t["batch"] for t in everything} >= {0, 1, 2}
+        assert {t["kind"] for t in everything} == {"suggested", "imported"}
+        assert {t["status"] for t in everything} >= {"completed", "running", "failed"}
+        for name, values in FILTERS.items():
+            for value in values:
+                expected = [t for t in everything if t[name] == value]
+                got, pages = _pages(client, url, **{name: value})
+                assert got == expected, (name, value)
+                assert pages == len(expected) // 3 + 1
+        for pair in ({"worker_id": "w1", "status": "completed"},
+                     {"kind": "suggested", "batch": 1},
+                     {"status": "completed", "kind": "imported", "batch": 0}):
+            expected = [t for t in everything if all(t[k] == v for k, v in pair.items())]
+            assert expected
+            assert _pages(client, url, **pair)[0] == expected, pair
+
+
+def test_bad_filters_are_422_naming_the_field(tmp_path):
+    with app_client(f"sqlite:///{tmp_path / 'f.db'}", tmp_path) as client:
+        sid = create_study(client)["id"]
+        url = f"/v1/studies/{sid}/trials"
+        for params, field in (({"kind": "guessed"}, "kind"), ({"batch": -1}, "batch"),
+                              ({"batch": 2**40}, "batch"), ({"worker_id": "w" * 201}, "worker_id"),
+                              ({"worker_id": ""}, "worker_id"), ({"status": "done"}, "status")):
+            answer = client.get(url, params=params)
+            assert answer.status_code == 422 and answer.json()["field"] == field, params
+
+
+def test_a_page_decodes_from_the_runtime_candidates_without_reading_blocks(tmp_path):
+    with app_client(f"sqlite:///{tmp_path / 'd.db'}", tmp_path) as client:
+        sid = create_study(client, engine={"strategy": "bbkb", "mode": "async", "seed": 1})["id"]
+        client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w", "count": 5})
+        statements: list[str] = []
+        engine = client.app.state.sessions.kw["bind"]
+        listen = lambda conn, cursor, sql, *rest: statements.append(sql)  # noqa: E731
+        event.listen(engine, "before_cursor_execute", listen)
+        try:
+            held = client.get(f"/v1/studies/{sid}/trials").json()["trials"]
+            assert statements and not any("candidate_blocks" in s for s in statements)
+            client.app.state.runtimes.forget(sid)  # not held: the needed blocks are read
+            read = client.get(f"/v1/studies/{sid}/trials").json()["trials"]
+            assert any("candidate_blocks" in s for s in statements)
+        finally:
+            event.remove(engine, "before_cursor_execute", listen)
+        assert len(held) == 5 and held == read
