@@ -5,21 +5,33 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 CHROMIUM = os.environ.get("BBKB_CHROMIUM", "/usr/bin/chromium")
 
 
+#: Set by .ci/run: a missing browser fails the browser tests instead of skipping them.
+REQUIRE_BROWSER = bool(os.environ.get("BBKB_REQUIRE_BROWSER"))
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if REQUIRE_BROWSER:
+        pytest.fail(f"{reason}; BBKB_REQUIRE_BROWSER is set", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def chromium_browser() -> Iterator:
-    """One headless chromium for the session; skips (with the reason) when it cannot start."""
+    """One headless chromium for the session; skips (with the reason) when there is none,
+    fails instead when BBKB_REQUIRE_BROWSER is set."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("playwright is not installed (pip install -e '.[test]')")
+        _unavailable("playwright is not installed (pip install -e '.[test]')")
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"no chromium at {CHROMIUM} (as root: apt-get install -y chromium)")
+        _unavailable(f"no chromium at {CHROMIUM} (as root: apt-get install -y chromium)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
         yield browser
