@@ -1,8 +1,9 @@
 """Search spaces: named parameters <-> rows of the candidate (feature) matrix.
 
-Features are what the kernel sees: floats as they are, log-scale parameters as log(x), integers as
-numbers, categoricals one-hot. A search space plus a count becomes a candidate set by a scrambled
-Sobol sequence (scipy.stats.qmc), seeded by the study's seed.
+Features are what the kernel sees: floats as they are, log-scale floats as log(x), integers as
+numbers (log-scale ones sampled log-uniformly), categoricals one-hot. A search space plus a count
+becomes a candidate set by a scrambled Sobol sequence (scipy.stats.qmc), seeded by the study's
+seed.
 
 The models are part of the API schemas, which the SDK imports: numpy and scipy are imported only
 where candidates are made or decoded, so ``import client`` stays light.
@@ -43,6 +44,8 @@ class Parameter(BaseModel):
             raise ValueError(f"parameter {self.name!r}: needs finite low < high")
         if self.log and self.low <= 0:
             raise ValueError(f"parameter {self.name!r}: a log-scale parameter needs low > 0")
+        if self.type == "int" and math.ceil(self.low) > math.floor(self.high):
+            raise ValueError(f"parameter {self.name!r}: no integer between low and high")
         return self
 
     @property
@@ -85,7 +88,10 @@ class SearchSpace(BaseModel):
             k = len(p.choices or [])
             return np.eye(k)[np.minimum((u * k).astype(int), k - 1)]
         lo, hi = float(p.low), float(p.high)  # type: ignore[arg-type]
-        if p.type == "int":
+        if p.type == "int":  # the integers in [low, high], each with equal (log-)width
+            lo, hi = math.ceil(lo), math.floor(hi)
+            if p.log:  # k drawn with probability log((k + 1) / k) / log((hi + 1) / lo)
+                return np.minimum(np.floor(lo * ((hi + 1) / lo) ** u), hi)
             return np.minimum(np.floor(lo + u * (hi - lo + 1)), hi)
         if p.log:
             return np.log(lo) + u * (np.log(hi) - np.log(lo))

@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from ..auth import LOCAL_OWNER, authenticate, owner_id_for
+from ..errors import ServiceError
 from ..metrics import Metrics
 from ..runtime import Runtimes
 from ..settings import Settings
@@ -29,8 +30,25 @@ async def get_metrics(request: Request) -> Metrics:
 
 
 def get_session(request: Request) -> Iterator[Session]:
+    """One transaction per request, committed before the response is sent (function scope)."""
     with transaction(request.app.state.sessions) as session:
         yield session
+
+
+class TooLarge(ServiceError):
+    status_code = 413
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, streamed; 413 once it exceeds ``limit`` bytes (a chunked body has no
+    Content-Length for the size middleware to check)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(f"body larger than {limit} bytes", field="body")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def get_owner(request: Request,
@@ -54,7 +72,8 @@ def _owner(request: Request, authorization: str | None) -> int:
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 RuntimesDep = Annotated[Runtimes, Depends(get_runtimes)]
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the commit runs when the handler returns, not after the response went out
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 OwnerDep = Annotated[int, Depends(get_owner)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 

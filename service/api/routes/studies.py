@@ -7,10 +7,11 @@ from fastapi.concurrency import run_in_threadpool
 
 from ... import studies
 from ...errors import Conflict, Invalid, NotFound
+from ...settings import Settings
 from ...store import queries
 from ...store.database import transaction
 from ...store.models import Study
-from ..deps import OwnerDep, RuntimesDep, SessionDep, SettingsDep, StudyId
+from ..deps import OwnerDep, RuntimesDep, SessionDep, SettingsDep, StudyId, read_body
 from ..schemas import StudyCreate, StudyList, StudyPublic
 
 router = APIRouter(prefix="/v1/studies", tags=["studies"])
@@ -31,11 +32,22 @@ def create_study(body: StudyCreate, owner: OwnerDep, session: SessionDep,
         if size > settings.max_inline_numbers:
             raise Invalid(f"{size} numbers inline; upload large candidate sets as .npy",
                           field="candidates")
+    if body.search_space is not None:
+        _check_space_size(body, settings)
     spec = studies.build_spec(body, len(body.candidates[0]) if body.candidates else None)
     candidates = studies.candidates_of(body, seed=int(spec["engine"]["seed"]))
     study = studies.create(session, owner, body, candidates, spec)
     return studies.study_public(session, study, studies.ParameterDecoder(session, study,
                                                                          candidates))
+
+
+def _check_space_size(body: StudyCreate, settings: Settings) -> None:
+    """A sampled candidate matrix may hold no more float64s than the largest .npy upload."""
+    width = sum(p.width for p in body.search_space or [])
+    limit = max(settings.max_upload_bytes // (8 * width), 1)
+    if (body.n_candidates or 0) > limit:
+        raise Invalid(f"{body.n_candidates} candidates x {width} columns exceed the limit of "
+                      f"{limit} candidates (BBKB_MAX_UPLOAD_BYTES)", field="n_candidates")
 
 
 @router.put("/{study_id}/candidates", openapi_extra={"requestBody": {"content": {
@@ -44,13 +56,8 @@ def create_study(body: StudyCreate, owner: OwnerDep, session: SessionDep,
 async def upload_candidates(study_id: StudyId, request: Request, owner: OwnerDep,
                             settings: SettingsDep) -> StudyPublic:
     """The candidate matrix of a study created with ``upload: true``, as a .npy file."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > settings.max_upload_bytes:
-            raise Invalid(f"upload larger than {settings.max_upload_bytes} bytes", field="body")
-        chunks.append(chunk)
-    return await run_in_threadpool(_attach, request, study_id, owner, b"".join(chunks))
+    data = await read_body(request, settings.max_upload_bytes)
+    return await run_in_threadpool(_attach, request, study_id, owner, data)
 
 
 def _attach(request: Request, study_id: int, owner: int, data: bytes) -> StudyPublic:

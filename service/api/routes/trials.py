@@ -5,19 +5,31 @@ from __future__ import annotations
 import csv
 import io
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
+from pydantic import ValidationError
 
 from ... import studies, trials
 from ...errors import Invalid, NotFound
+from ...runtime import Runtimes
 from ...store import queries
 from ...store.database import transaction
 from ...store.models import utcnow
-from ..deps import MetricsDep, OwnerDep, RuntimesDep, SessionDep, SettingsDep, StudyId, TrialId
+from ..deps import (
+    MetricsDep,
+    OwnerDep,
+    RuntimesDep,
+    SessionDep,
+    SettingsDep,
+    StudyId,
+    TrialId,
+    read_body,
+)
 from ..responses import json_answer
 from ..schemas import (
     CompleteRequest,
@@ -98,28 +110,61 @@ def heartbeat_trial(study_id: StudyId, trial_id: TrialId, body: HeartbeatRequest
                                      trial_id=trial_id, worker_id=body.worker_id))
 
 
-@router.post("/observations")
-def import_observations(study_id: StudyId, body: ImportRequest, owner: OwnerDep,
-                        runtimes: RuntimesDep) -> dict[str, int]:
-    """Warm start: existing (candidate, value) results enter the study as imported trials."""
-    pairs = [(o.candidate, o.value) for o in body.observations]
-    return {"imported": runtimes.mutate(study_id, owner, lambda s, r, _: trials.import_observations(
-        s, r, pairs, utcnow()))}
+def _inlined(schema: dict) -> dict:
+    """A model's JSON schema with its ``$defs`` substituted (an inline OpenAPI body schema)."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node):  # type: ignore[no-untyped-def]
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return walk(defs[node["$ref"].rsplit("/", 1)[-1]])
+            return {k: walk(v) for k, v in node.items()}
+        return [walk(v) for v in node] if isinstance(node, list) else node
+    return walk(schema)
+
+
+@router.post("/observations", openapi_extra={"requestBody": {"content": {
+    "application/json": {"schema": _inlined(ImportRequest.model_json_schema())}},
+    "required": True}})
+async def import_observations(study_id: StudyId, request: Request, owner: OwnerDep,
+                              runtimes: RuntimesDep, settings: SettingsDep) -> dict[str, int]:
+    """Warm start: existing (candidate, value) results enter the study as imported trials.
+    The body is read here and validated in the thread pool, not on the event loop."""
+    raw = await read_body(request, settings.max_json_bytes)
+    return {"imported": await run_in_threadpool(
+        _import, runtimes, study_id, owner, parse_observations_json, raw)}
 
 
 @router.post("/observations.csv", openapi_extra={"requestBody": {"content": {
     "text/csv": {"schema": {"type": "string"}}}, "required": True}})
 async def import_observations_csv(study_id: StudyId, request: Request, owner: OwnerDep,
-                                  runtimes: RuntimesDep) -> dict[str, int]:
+                                  runtimes: RuntimesDep, settings: SettingsDep) -> dict[str, int]:
     """Warm start from a spreadsheet: a CSV with a header holding ``candidate`` and ``value``."""
-    pairs = parse_observations_csv((await request.body()).decode("utf-8", errors="replace"))
+    raw = await read_body(request, settings.max_json_bytes)
     return {"imported": await run_in_threadpool(
-        runtimes.mutate, study_id, owner,
-        lambda s, r, _: trials.import_observations(s, r, pairs, utcnow()))}
+        _import, runtimes, study_id, owner, parse_observations_csv, raw)}
 
 
-def parse_observations_csv(text: str) -> list[tuple[int, float]]:
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+def _import(runtimes: Runtimes, study_id: int, owner: int,
+            parse: Callable[[bytes], list[tuple[int, float]]], raw: bytes) -> int:
+    """Parse the body and import its pairs (both CPU work: called in the thread pool)."""
+    pairs = parse(raw)
+    return runtimes.mutate(study_id, owner,
+                           lambda s, r, _: trials.import_observations(s, r, pairs, utcnow()))
+
+
+def parse_observations_json(raw: bytes) -> list[tuple[int, float]]:
+    """An :class:`ImportRequest` body; errors answer as FastAPI's own body validation does."""
+    try:
+        body = ImportRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])}
+                                      for e in exc.errors(include_url=False)]) from exc
+    return [(o.candidate, o.value) for o in body.observations]
+
+
+def parse_observations_csv(raw: bytes) -> list[tuple[int, float]]:
+    reader = csv.DictReader(io.StringIO(raw.decode("utf-8", errors="replace"), newline=""))
     try:
         missing = {"candidate", "value"} - set(reader.fieldnames or [])
         if missing:
