@@ -38,7 +38,8 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 
 def downgrade(engine: Engine, revision: str) -> None:
-    """Take the database down to ``revision`` (used to make old-schema test assets)."""
+    """Take the database down to ``revision``: rows are kept, values of the columns added after
+    it are lost (tests/service/test_migrations.py goes down to the first revision and back)."""
     _migrate(engine, command.downgrade, revision)
 
 

@@ -1,15 +1,26 @@
-"""Alembic: an empty database upgrades to head and the models and migrations do not differ."""
+"""Alembic: an empty database upgrades to head, the models and migrations do not differ, and a
+database holding studies goes down to the first revision and back up with its rows intact."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from alembic.script import ScriptDirectory
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, inspect, select
 
+from service.api.app import create_app
+from service.settings import Settings
 from service.store.database import make_engine
-from service.store.migrate import current, ensure_schema, head, upgrade
+from service.store.migrate import alembic_config, current, downgrade, ensure_schema, head, upgrade
 from service.store.models import Base
+
+TABLES = ("owners", "studies", "candidate_blocks", "batches", "trials")
 
 
 def test_upgrade_empty_database_to_head_matches_the_models(database_url):
@@ -31,3 +42,61 @@ def test_a_stale_schema_is_refused_with_the_command_to_run(tmp_path):
         ensure_schema(engine, auto_upgrade=False)
     ensure_schema(engine, auto_upgrade=True)
     ensure_schema(engine, auto_upgrade=False)  # now at head: accepted
+
+
+def _rows(engine: Engine) -> dict[str, list[dict[str, Any]]]:
+    """Every row of the data tables, in key order, as {column: value}."""
+    out = {}
+    with engine.connect() as conn:
+        for name in TABLES:
+            table = Base.metadata.tables[name]
+            out[name] = [dict(r._mapping) for r in conn.execute(
+                select(table).order_by(*table.primary_key.columns))]
+    return out
+
+
+def _app(database_url: str, tmp_path: Path) -> TestClient:
+    return TestClient(create_app(Settings(database_url=database_url, auth="none",
+                                          data_dir=tmp_path, auto_migrate=False)))
+
+
+def test_a_database_with_studies_goes_down_to_the_first_revision_and_back(database_url,
+                                                                          tmp_path):
+    engine = make_engine(database_url)
+    upgrade(engine)
+    candidates = np.random.default_rng(0).random((30, 2))
+    with _app(database_url, tmp_path) as client:
+        made = client.post("/v1/studies", json={"name": "kept", "candidates": candidates.tolist(),
+                                                "engine": {"strategy": "bbkb", "seed": 0}})
+        assert made.status_code == 201, made.text
+        sid = made.json()["id"]
+        asked = client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w", "count": 6})
+        trials = asked.json()["trials"]
+        for trial in trials[:4]:  # four completed, two still running
+            done = client.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
+                               json={"value": float(candidates[trial["candidate"]].sum())})
+            assert done.status_code == 200, done.text
+    before = _rows(engine)
+    assert len(before["trials"]) == 6 and before["batches"] and before["candidate_blocks"]
+
+    first = ScriptDirectory.from_config(alembic_config()).get_base()
+    downgrade(engine, first)
+    assert current(engine) == first
+    kept = {name: {c["name"] for c in inspect(engine).get_columns(name)} for name in TABLES}
+    upgrade(engine)
+    assert current(engine) == head()
+    after = _rows(engine)
+    for name in TABLES:  # every row and value, but those of the columns the downgrade dropped
+        later = set(Base.metadata.tables[name].columns.keys()) - kept[name]
+        assert [{k: v for k, v in r.items() if k not in later} for r in after[name]] == \
+            [{k: v for k, v in r.items() if k not in later} for r in before[name]], name
+        assert all(r[c] is None for r in after[name] for c in later), name
+
+    with _app(database_url, tmp_path) as client:  # the study carries on
+        page = client.get(f"/v1/studies/{sid}/trials", params={"limit": 100}).json()["trials"]
+        assert sorted(t["status"] for t in page) == ["completed"] * 4 + ["running"] * 2
+        asked = client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w2"})
+        assert asked.status_code == 200, asked.text
+        (trial,) = asked.json()["trials"]
+        assert trial["t"] == 1 + max(t["t"] for t in page) and trial["status"] == "running"
+    engine.dispose()
