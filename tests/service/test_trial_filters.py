@@ -72,13 +72,15 @@ def test_each_filter_and_pairs_of_them_across_pages(database_url, tmp_path):
             assert _pages(client, url, **pair)[0] == expected, pair
 
 
-def test_bad_filters_are_422_naming_the_field(tmp_path):
-    with app_client(f"sqlite:///{tmp_path / 'f.db'}", tmp_path) as client:
+def test_bad_filters_are_422_naming_the_field(database_url, tmp_path):
+    with app_client(database_url, tmp_path) as client:
         sid = create_study(client)["id"]
         url = f"/v1/studies/{sid}/trials"
         for params, field in (({"kind": "guessed"}, "kind"), ({"batch": -1}, "batch"),
                               ({"batch": 2**40}, "batch"), ({"worker_id": "w" * 201}, "worker_id"),
-                              ({"worker_id": ""}, "worker_id"), ({"status": "done"}, "status")):
+                              ({"worker_id": ""}, "worker_id"), ({"worker_id": "a\x00b"},
+                                                                 "worker_id"),
+                              ({"status": "done"}, "status")):
             answer = client.get(url, params=params)
             assert answer.status_code == 422 and answer.json()["field"] == field, params
 

@@ -188,7 +188,8 @@ def list_trials(study_id: StudyId, owner: OwnerDep, session: SessionDep, setting
                 after: Annotated[int, Query(ge=-1, le=2**62)] = -1,
                 limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
                 status: TrialStatus | None = None,
-                worker_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+                worker_id: Annotated[str | None, Query(min_length=1, max_length=200,
+                                                     pattern=r"^[^\x00-\x1f]+$")] = None,
                 batch: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
                 kind: Literal["suggested", "imported"] | None = None) -> TrialPage:
     """Trials in t order after ``after`` (keyset pagination: fast at any depth), optionally
