@@ -136,14 +136,22 @@ def test_an_import_is_parsed_while_the_event_loop_answers(kind, tmp_path, monkey
     assert order == ["healthz", "parsed"]
 
 
-def test_json_import_errors_name_their_field(tmp_path):
+def test_json_import_errors_name_their_field(tmp_path, monkeypatch):
+    monkeypatch.setattr(trial_routes, "CHUNK_ROWS", 4)  # rows are validated 4 at a time
+    monkeypatch.setattr(trial_routes, "_MAX_ROWS", 10)
     with app_client(f"sqlite:///{tmp_path / 'e.db'}", tmp_path, max_json_bytes=10_000) as client:
         sid = create_study(client)["id"]
         url = f"/v1/studies/{sid}/observations"
+        good = {"candidate": 1, "value": 1.0}
         cases = [({"observations": [{"candidate": -1, "value": 1.0}]}, "observations.0.candidate"),
                  ({"observations": [{"candidate": 1, "value": "x"}]}, "observations.0.value"),
                  ({"observations": []}, "observations"),
                  ({"observations": [{"candidate": 1, "value": 1.0, "z": 1}]}, "observations.0.z"),
+                 ({"observations": [good], "extra": 1}, "extra"),
+                 ({"rows": [good]}, "observations"),
+                 ([good], None),
+                 ({"observations": [good] * 6 + [{"candidate": 1}]}, "observations.6.value"),
+                 ({"observations": [good] * 11}, "observations"),
                  ({"observations": [{"candidate": 500, "value": 1.0}]}, "observations.0.candidate")]
         for body, field in cases:
             r = client.post(url, json=body)
@@ -158,3 +166,4 @@ def test_json_import_errors_name_their_field(tmp_path):
             r = client.post(path, content=chunks())
             assert (r.status_code, r.json()["field"]) == (413, "body")
         assert client.get(f"/v1/studies/{sid}").json()["n_trials"] == 0
+        assert client.post(url, json={"observations": [good] * 10}).json() == {"imported": 10}
