@@ -1,4 +1,4 @@
-"""API keys isolate owners; leases expire, are re-issued, and end in abandonment."""
+"""API keys isolate owners; leases expire, are re-issued, and end in abandonment; late results."""
 
 from __future__ import annotations
 
@@ -68,6 +68,69 @@ def test_heartbeat_keeps_a_lease_alive(database_url, tmp_path):
         assert client.get(url).json()["status"] == "running"
         wrong = client.post(f"{url}/heartbeat", json={"worker_id": "other"})
         assert wrong.status_code == 409 and wrong.json()["field"] == "worker_id"
+
+
+def _late_study(client, max_attempts: int) -> tuple[int, object]:  # type: ignore[no-untyped-def]
+    """An async study with short leases, and ``ask(worker)`` giving that worker one trial."""
+    sid = client.post("/v1/studies", json={
+        "name": f"late-{max_attempts}", "candidates": [[0.0], [0.5], [1.0]], "lease_seconds": 0.2,
+        "max_attempts": max_attempts,
+        "engine": {"strategy": "uniform", "batch_size": 3, "mode": "async"}}).json()["id"]
+
+    def ask(worker: str) -> dict:
+        return client.post(f"/v1/studies/{sid}/suggestions",
+                           json={"worker_id": worker}).json()["trials"][0]
+    return sid, ask
+
+
+def _complete(client, sid: int, trial_id: int, value: float, worker: str):  # type: ignore[no-untyped-def]
+    return client.post(f"/v1/studies/{sid}/trials/{trial_id}/complete",
+                       json={"value": value, "worker_id": worker})
+
+
+def test_a_late_result_for_a_trial_back_in_the_pool_is_accepted(database_url, tmp_path):
+    with app_client(database_url, tmp_path, reaper_interval=0.05) as client:
+        sid, ask = _late_study(client, max_attempts=3)
+        trial = ask("slow")
+        _wait_status(client, sid, trial["id"], "pending")
+        late = _complete(client, sid, trial["id"], 1.5, "slow")
+        assert late.status_code == 200
+        assert (late.json()["status"], late.json()["value"]) == ("completed", 1.5)
+        assert ask("next")["t"] == 1  # the completed trial is no longer handed out
+        assert client.get(f"/v1/studies/{sid}/best").json()["id"] == trial["id"]
+
+
+def test_a_late_result_wins_over_the_attempt_it_was_reissued_to(database_url, tmp_path):
+    with app_client(database_url, tmp_path, reaper_interval=0.05) as client:
+        sid, ask = _late_study(client, max_attempts=3)
+        trial = ask("slow")
+        _wait_status(client, sid, trial["id"], "pending")
+        again = ask("fast")
+        assert (again["id"], again["attempt"]) == (trial["id"], 2)
+        late = _complete(client, sid, trial["id"], 2.0, "slow")
+        assert (late.status_code, late.json()["status"]) == (200, "completed")
+        same = _complete(client, sid, trial["id"], 2.0, "fast")  # the same value: a no-op
+        assert (same.status_code, same.json()["value"]) == (200, 2.0)
+        other = _complete(client, sid, trial["id"], 3.0, "fast")
+        assert (other.status_code, other.json()["field"]) == (409, "value")
+        beat = client.post(f"/v1/studies/{sid}/trials/{trial['id']}/heartbeat",
+                           json={"worker_id": "fast"})
+        assert beat.status_code == 409  # the second attempt learns its work is moot
+        assert client.get(f"/v1/studies/{sid}").json()["counts"]["completed"] == 1
+
+
+def test_a_late_result_for_an_abandoned_trial_is_refused(database_url, tmp_path):
+    """After the last attempt's lease expired the engine was told the candidate was abandoned
+    (README, The server): its value can no longer enter the model, so a late result is a 409."""
+    with app_client(database_url, tmp_path, reaper_interval=0.05) as client:
+        sid, ask = _late_study(client, max_attempts=1)
+        trial = ask("slow")
+        _wait_status(client, sid, trial["id"], "abandoned")
+        late = _complete(client, sid, trial["id"], 4.0, "slow")
+        assert (late.status_code, late.json()["field"]) == (409, "trial_id")
+        assert "abandoned" in late.json()["detail"]
+        after = client.get(f"/v1/studies/{sid}/trials/{trial['id']}").json()
+        assert (after["status"], after["value"]) == ("abandoned", None)
 
 
 def _wait_status(client, sid: int, trial_id: int, status: str) -> dict:  # type: ignore[no-untyped-def]
