@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,6 @@ from .errors import Conflict, Invalid
 from .runtime import decode_parameters
 from .searchspace import SearchSpace
 from .store import queries
-from .store.arrays import BLOCK_ROWS
 from .store.models import Batch, Study, Trial
 
 
@@ -112,21 +112,27 @@ def trial_public(trial: Trial, parameters: dict[str, Any]) -> TrialPublic:
 
 class ParameterDecoder:
     """Named parameters of candidates: from ``candidates`` when the caller holds the matrix
-    (:meth:`service.runtime.Runtimes.candidates`), else reading only the candidate blocks that
-    hold them (a block is 65536 rows, 26 MB at d = 50), each at most once."""
+    (:meth:`service.runtime.Runtimes.candidates`), else reading only their rows from the stored
+    blocks (:func:`service.store.queries.candidate_rows`), each row at most once."""
 
     def __init__(self, session: Session, study: Study, candidates: np.ndarray | None = None):
         self._session, self._study, self._candidates = session, study, candidates
-        self._blocks: dict[int, np.ndarray] = {}
+        self._rows: dict[int, np.ndarray] = {}
+
+    def prefetch(self, candidates: Iterable[int]) -> None:
+        """Read the rows of ``candidates`` not held yet, in one pass over their blocks."""
+        if self._candidates is not None:
+            return
+        missing = sorted(set(candidates) - self._rows.keys())
+        if missing:
+            self._rows.update(zip(missing, queries.candidate_rows(
+                self._session, self._study.id, missing), strict=True))
 
     def __call__(self, candidate: int) -> dict[str, Any]:
         if self._candidates is not None:
             return decode_parameters(self._study.spec, self._candidates[candidate])
-        block, row = divmod(candidate, BLOCK_ROWS)
-        if block not in self._blocks:
-            self._blocks[block] = queries.load_candidate_block(self._session, self._study.id,
-                                                               block)
-        return decode_parameters(self._study.spec, self._blocks[block][row])
+        self.prefetch([candidate])
+        return decode_parameters(self._study.spec, self._rows[candidate])
 
 
 def study_public(session: Session, study: Study, decode: ParameterDecoder) -> StudyPublic:

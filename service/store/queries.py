@@ -7,19 +7,32 @@ minimisation is applied by the runtime.
 
 from __future__ import annotations
 
+import io
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from functools import cache
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Select, bindparam, func, insert, select, update
+from numpy.lib import format as npy_format
+from sqlalchemy import (
+    Integer,
+    LargeBinary,
+    Select,
+    bindparam,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from ..engine import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, EngineState
-from .arrays import from_bytes, join_rows, split_rows, to_bytes
+from .arrays import BLOCK_ROWS, from_bytes, join_rows, split_rows, to_bytes
 from .models import Batch, CandidateBlock, Study, Trial
 
 ENGINE_STATUS = {"pending": PENDING, "running": PENDING, "completed": OBSERVED,
@@ -86,13 +99,74 @@ def load_candidates(session: Session, study_id: int) -> np.ndarray:
     return join_rows(list(blocks))
 
 
-def load_candidate_block(session: Session, study_id: int, block: int) -> np.ndarray:
-    """Rows block * BLOCK_ROWS ... of the candidate matrix (one stored block)."""
-    data = session.scalar(select(CandidateBlock.data).where(
-        CandidateBlock.study_id == study_id, CandidateBlock.index == block))
-    if data is None:
+def candidate_rows(session: Session, study_id: int, rows: Sequence[int]) -> np.ndarray:
+    """Rows ``rows`` (any order) of the study's candidate matrix, reading only their bytes in the
+    stored blocks (a block is BLOCK_ROWS rows, 26 MB at d = 50): each block visited once, its
+    .npy header then one slice per row (SQLite: incremental blob I/O; elsewhere SQL substr,
+    which PostgreSQL serves from the TOAST chunks holding the slice)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    slices = _sqlite_slices if session.get_bind().dialect.name == "sqlite" else _sql_slices
+    found: dict[int, np.ndarray] = {}
+    for block in np.unique(rows // BLOCK_ROWS):
+        with slices(session, study_id, int(block)) as read:
+            offset, dtype, width = _npy_layout(read(0, NPY_PREFIX))
+            size = width * dtype.itemsize
+            for row in rows[rows // BLOCK_ROWS == block]:
+                data = read(offset + int(row % BLOCK_ROWS) * size, size)
+                if len(data) != size:
+                    raise LookupError(f"study {study_id} has no candidate {row}")
+                found[int(row)] = np.frombuffer(data, dtype=dtype)
+    if not found:
+        return np.zeros((0, 0))
+    return np.array([found[int(r)] for r in rows], dtype=np.float64)
+
+
+#: Bytes read to parse a stored block's .npy header (np.save pads it to 128 at d = 50).
+NPY_PREFIX = 4096
+_BLOCK_KEY = (CandidateBlock.study_id == bindparam("study"),
+              CandidateBlock.index == bindparam("block"))
+_BLOCK_ROWID = select(literal_column("rowid")).select_from(CandidateBlock).where(*_BLOCK_KEY)
+_BLOCK_SLICE = select(func.substr(CandidateBlock.data, bindparam("start", type_=Integer),
+                                  bindparam("length", type_=Integer),
+                                  type_=LargeBinary)).where(*_BLOCK_KEY)
+
+
+def _npy_layout(prefix: bytes) -> tuple[int, np.dtype, int]:
+    """(data offset, dtype, row width) of a stored 2-D C-order .npy block from its first bytes."""
+    stream = io.BytesIO(prefix)
+    version = npy_format.read_magic(stream)
+    read_header = (npy_format.read_array_header_1_0 if version == (1, 0)
+                   else npy_format.read_array_header_2_0)
+    shape, fortran, dtype = read_header(stream)
+    if fortran or len(shape) != 2:
+        raise ValueError(f"a candidate block is a 2-D C-order array, not {shape}")
+    return stream.tell(), dtype, int(shape[1])
+
+
+@contextmanager
+def _sqlite_slices(session: Session, study_id: int,
+                   block: int) -> Iterator[Callable[[int, int], bytes]]:
+    rowid = session.scalar(_BLOCK_ROWID, {"study": study_id, "block": block})
+    if rowid is None:
         raise LookupError(f"study {study_id} has no candidate block {block}")
-    return from_bytes(data)
+    driver = session.connection().connection.driver_connection
+    with driver.blobopen("candidate_blocks", "data", rowid, readonly=True) as blob:
+        def read(start: int, length: int) -> bytes:
+            blob.seek(min(start, len(blob)))
+            return blob.read(length)
+        yield read
+
+
+@contextmanager
+def _sql_slices(session: Session, study_id: int,
+                block: int) -> Iterator[Callable[[int, int], bytes]]:
+    def read(start: int, length: int) -> bytes:
+        data = session.scalar(_BLOCK_SLICE, {"study": study_id, "block": block,
+                                             "start": start + 1, "length": length})
+        if data is None:
+            raise LookupError(f"study {study_id} has no candidate block {block}")
+        return bytes(data)
+    yield read
 
 
 def load_engine_state(session: Session, study_id: int, sign: float) -> EngineState:

@@ -3,7 +3,15 @@ decoding from the candidates the runtime holds (no candidate block read)."""
 
 from __future__ import annotations
 
+import io
+
+import numpy as np
+import pytest
 from sqlalchemy import event
+
+from service.store import queries
+from service.store.arrays import BLOCK_ROWS
+from service.store.database import transaction
 
 from .helpers import app_client, create_study, objective
 
@@ -85,8 +93,9 @@ def test_bad_filters_are_422_naming_the_field(database_url, tmp_path):
             assert answer.status_code == 422 and answer.json()["field"] == field, params
 
 
-def test_a_page_decodes_from_the_runtime_candidates_without_reading_blocks(tmp_path):
-    with app_client(f"sqlite:///{tmp_path / 'd.db'}", tmp_path) as client:
+def test_a_page_decodes_from_the_runtime_candidates_without_reading_blocks(database_url,
+                                                                          tmp_path):
+    with app_client(database_url, tmp_path) as client:
         sid = create_study(client, engine={"strategy": "bbkb", "mode": "async", "seed": 1})["id"]
         client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w", "count": 5})
         statements: list[str] = []
@@ -102,3 +111,23 @@ def test_a_page_decodes_from_the_runtime_candidates_without_reading_blocks(tmp_p
         finally:
             event.remove(engine, "before_cursor_execute", listen)
         assert len(held) == 5 and held == read
+
+
+def test_candidate_rows_reads_the_rows_of_several_blocks(database_url, tmp_path):
+    """Rows on both sides of a block boundary, the first and the last, in any order: the same
+    as the stored matrix; a row past the end is a LookupError."""
+    X = np.random.default_rng(3).random((BLOCK_ROWS + 70, 3))
+    with app_client(database_url, tmp_path) as client:
+        sid = client.post("/v1/studies", json={"name": "big", "upload": True, "engine": {
+            "strategy": "bbkb", "mode": "async"}}).json()["id"]
+        buffer = io.BytesIO()
+        np.save(buffer, X)
+        client.put(f"/v1/studies/{sid}/candidates", content=buffer.getvalue()).raise_for_status()
+        rows = [BLOCK_ROWS + 69, 0, BLOCK_ROWS, 5, BLOCK_ROWS - 1, 40000]
+        with transaction(client.app.state.sessions) as session:
+            np.testing.assert_array_equal(queries.candidate_rows(session, sid, rows), X[rows])
+            assert queries.candidate_rows(session, sid, []).shape[0] == 0
+            with pytest.raises(LookupError):
+                queries.candidate_rows(session, sid, [BLOCK_ROWS + 70])
+            with pytest.raises(LookupError):
+                queries.candidate_rows(session, sid, [3 * BLOCK_ROWS])

@@ -228,6 +228,7 @@ def list_trials(study_id: StudyId, owner: OwnerDep, session: SessionDep, setting
                               limit=min(limit, settings.page_limit), status=status,
                               worker_id=worker_id, batch=batch, kind=kind)
     decode = studies.ParameterDecoder(session, study, runtimes.candidates(study_id))
+    decode.prefetch(t.candidate for t in page)
     return TrialPage(trials=[studies.trial_public(t, decode(t.candidate)) for t in page],
                      next_after=page[-1].t if len(page) == min(limit, settings.page_limit)
                      else None)
