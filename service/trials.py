@@ -92,17 +92,26 @@ def _new_trials(session: Session, runtime: StudyRuntime, worker_id: str, count: 
 
 def complete(session: Session, runtime: StudyRuntime, *, trial_id: int, value: float,
              now: datetime) -> Trial:
-    """Record a result; the same value twice is a no-op, a different one a conflict."""
+    """Record a result; the same value twice is a no-op, a different one a conflict.
+
+    A late result for a trial abandoned when its last lease expired is not lost: the engine was
+    already told the candidate was abandoned, so the value enters as an imported observation
+    (a new trial, kind "imported") and the abandoned trial keeps it for the record. A trial its
+    worker failed for good refuses results (409).
+    """
     trial = _trial(session, runtime, trial_id)
     if not math.isfinite(value):
         raise Invalid("value must be finite", field="value")
-    if trial.status == "completed":
+    if trial.status in ("completed", "abandoned") and trial.value is not None:
         if trial.value == value:
             return trial
-        raise Conflict(f"trial {trial_id} already completed with value {trial.value!r}",
-                       field="value")
-    if trial.status in ("failed", "abandoned"):
-        raise Conflict(f"trial {trial_id} is {trial.status}; its result is no longer used",
+        raise Conflict(f"trial {trial_id} already has the value {trial.value!r}", field="value")
+    if trial.status == "abandoned":
+        import_observations(session, runtime, [(trial.candidate, value)], now)
+        trial.value = value
+        return trial
+    if trial.status == "failed":
+        raise Conflict(f"trial {trial_id} failed; its result is no longer used",
                        field="trial_id")
     runtime.strategy.tell(trial.t, runtime.sign * value)
     trial.status, trial.value, trial.completed_at = "completed", value, now

@@ -6,6 +6,7 @@ import time
 
 from service.auth import create_key
 from service.store.database import transaction
+from service.store.models import Study
 
 from .helpers import app_client, create_study
 
@@ -119,18 +120,31 @@ def test_a_late_result_wins_over_the_attempt_it_was_reissued_to(database_url, tm
         assert client.get(f"/v1/studies/{sid}").json()["counts"]["completed"] == 1
 
 
-def test_a_late_result_for_an_abandoned_trial_is_refused(database_url, tmp_path):
-    """After the last attempt's lease expired the engine was told the candidate was abandoned
-    (README, The server): its value can no longer enter the model, so a late result is a 409."""
+def test_a_late_result_for_an_abandoned_trial_enters_as_an_observation(database_url, tmp_path):
+    """After the last attempt's lease expired the engine was told the candidate was abandoned;
+    a late result is not lost: it enters as an imported observation of that candidate (a new
+    trial), the abandoned trial keeps the value, repeating it is a no-op and another value a
+    409; the study rebuilt from the database proposes what the live engine does."""
     with app_client(database_url, tmp_path, reaper_interval=0.05) as client:
         sid, ask = _late_study(client, max_attempts=1)
         trial = ask("slow")
         _wait_status(client, sid, trial["id"], "abandoned")
         late = _complete(client, sid, trial["id"], 4.0, "slow")
-        assert (late.status_code, late.json()["field"]) == (409, "trial_id")
-        assert "abandoned" in late.json()["detail"]
-        after = client.get(f"/v1/studies/{sid}/trials/{trial['id']}").json()
-        assert (after["status"], after["value"]) == ("abandoned", None)
+        assert late.status_code == 200
+        assert (late.json()["status"], late.json()["value"]) == ("abandoned", 4.0)
+        assert _complete(client, sid, trial["id"], 4.0, "slow").status_code == 200
+        other = _complete(client, sid, trial["id"], 5.0, "slow")
+        assert (other.status_code, other.json()["field"]) == (409, "value")
+        imported = client.get(f"/v1/studies/{sid}/trials", params={"kind": "imported"}).json()
+        ((row,),) = (imported["trials"],)
+        assert (row["candidate"], row["value"], row["status"]) == (
+            trial["candidate"], 4.0, "completed")
+        assert client.get(f"/v1/studies/{sid}/best").json()["value"] == 4.0
+        assert client.get(f"/v1/studies/{sid}").json()["counts"]["completed"] == 1
+        with transaction(client.app.state.sessions) as session:  # as after a restart
+            rebuilt = client.app.state.runtimes.load(session, session.get(Study, sid)).strategy
+        expected = [(s.t, s.arm) for s in (rebuilt.ask(1)[0] for _ in range(2))]
+        assert [(t["t"], t["candidate"]) for t in (ask(f"w{i}") for i in range(2))] == expected
 
 
 def _wait_status(client, sid: int, trial_id: int, status: str) -> dict:  # type: ignore[no-untyped-def]
