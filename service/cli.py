@@ -116,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
 
     worker = sub.add_parser("worker", help="run RQ worker processes that evaluate trials",
-                            description="Needs BBKB_URL (the API), BBKB_API_KEY with keys, and "
-                                        "Redis (--redis-url or BBKB_REDIS_URL).")
+                            description="Needs BBKB_URL (the API), with keys BBKB_API_KEY (or "
+                                        "BBKB_API_KEY_FILE), and Redis (--redis-url or "
+                                        "BBKB_REDIS_URL).")
     worker.add_argument("--processes", "-n", type=int, default=1)
     worker.add_argument("--redis-url", help="default: BBKB_REDIS_URL")
     worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")

@@ -28,7 +28,11 @@ class Metrics:
                                registry=self.registry)
         self.batches = Counter("bbkb_batches_total", "Batches opened (resparsifications)",
                                registry=self.registry)
-        self.resparsify = Histogram("bbkb_resparsify_seconds", "Time to open a batch",
+        self.resparsify = Histogram("bbkb_resparsify_seconds",
+                                    "Time to resample a batch's dictionary",
+                                    buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.batch_open = Histogram("bbkb_batch_open_seconds", "Time to open a batch "
+                                    "(dictionary, kernel refit, posterior)",
                                     buckets=LATENCY_BUCKETS, registry=self.registry)
 
     def render(self) -> bytes:

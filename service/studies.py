@@ -10,7 +10,7 @@ import numpy as np
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .api.schemas import BatchPublic, StudyCreate, StudyPublic, TrialPublic
+from .api.schemas import StudyCreate, StudyPublic, TrialPublic
 from .engine import EngineConfig, EngineError, as_candidates
 from .errors import Conflict, Invalid
 from .runtime import decode_parameters
@@ -151,11 +151,3 @@ def study_public(session: Session, study: Study, decode: ParameterDecoder) -> St
         hyperparameters=None if latest is None else latest.hyperparameters,
         best=None if best is None else trial_public(best, decode(best.candidate)),
         created_at=study.created_at, spec=study.spec)
-
-
-def batch_public(batch: Batch) -> BatchPublic:
-    return BatchPublic(index=batch.index, start_t=batch.start_t, size=batch.size,
-                       stop_reason=batch.stop_reason, dictionary_size=batch.dictionary_size,
-                       embedding_dim=batch.embedding_dim, open_seconds=batch.open_seconds,
-                       hyperparameters=batch.hyperparameters,
-                       opened_at=batch.opened_at, closed_at=batch.closed_at)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from .engine import BatchInfo
 from .errors import Conflict, Invalid, NotFound
 from .runtime import StudyRuntime
 from .store import queries
@@ -38,11 +39,11 @@ def _trial(session: Session, runtime: StudyRuntime, trial_id: int) -> Trial:
 
 @dataclass
 class Asked:
-    """What one ask handed out, and the resparsifications it triggered (seconds each)."""
+    """What one ask handed out, and the batches it opened."""
 
     trials: list[Trial]
     waiting: str | None = None
-    opened: list[float] = field(default_factory=list)
+    opened: list[BatchInfo] = field(default_factory=list)
 
 
 def ask(session: Session, runtime: StudyRuntime, study: Study, *, worker_id: str, count: int,
@@ -67,7 +68,7 @@ def ask(session: Session, runtime: StudyRuntime, study: Study, *, worker_id: str
 
 
 def _new_trials(session: Session, runtime: StudyRuntime, worker_id: str, count: int,
-                now: datetime, opened: list[float]) -> list[Trial]:
+                now: datetime, opened: list[BatchInfo]) -> list[Trial]:
     strategy = runtime.strategy
     before = strategy.batch
     selections = strategy.ask(count)
@@ -80,7 +81,7 @@ def _new_trials(session: Session, runtime: StudyRuntime, worker_id: str, count: 
             break
         queries.save_batch(session, runtime.study_id, info, new=info.index > before, now=now)
         if info.index > before:
-            opened.append(info.open_seconds)
+            opened.append(info)
     trials = [Trial(study_id=runtime.study_id, t=s.t, candidate=s.arm, batch=s.batch,
                     kind="suggested", status="running", folded=-1, var_start=s.variance,
                     attempt=1, worker_id=worker_id, lease_expires_at=_lease(runtime, now),

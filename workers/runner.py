@@ -6,7 +6,8 @@ connections are paid once per process, not once per evaluation (a fork per job c
 A job past its timeout is interrupted by RQ's alarm-based death penalty. SIGTERM or Ctrl-C lets
 the job in progress finish its evaluation (a warm shutdown: it takes no next trial); a second
 one stops it. A worker needs
-only ``BBKB_REDIS_URL`` (or ``--redis-url``) and ``BBKB_URL`` (+ ``BBKB_API_KEY``).
+only ``BBKB_REDIS_URL`` (or ``--redis-url``) and ``BBKB_URL`` (+ ``BBKB_API_KEY`` or
+``BBKB_API_KEY_FILE``).
 """
 
 from __future__ import annotations

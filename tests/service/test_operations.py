@@ -44,10 +44,15 @@ def test_probes_and_metrics(tmp_path):
         (trial,) = client.post(f"/v1/studies/{sid}/suggestions",
                                json={"worker_id": "w"}).json()["trials"]
         client.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete", json={"value": 1.0})
+        client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w"})  # batch 2
         text = client.get("/metrics").text
-        assert "bbkb_suggestions_total 1.0" in text
+        assert "bbkb_suggestions_total 2.0" in text
         assert 'bbkb_results_total{outcome="completed"} 1.0' in text
-        assert "bbkb_batches_total 1.0" in text
+        assert "bbkb_batches_total 2.0" in text
+        assert "bbkb_batch_open_seconds_count 2.0" in text
+        batches = client.get(f"/v1/studies/{sid}/batches").json()["batches"]
+        resampled = sum(b["resparsify_seconds"] is not None for b in batches)
+        assert resampled >= 1 and f"bbkb_resparsify_seconds_count {resampled:.1f}" in text
         assert 'route="/v1/studies/{study_id}/suggestions"' in text
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import math
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal
 
@@ -64,10 +65,13 @@ def create_suggestions(study_id: StudyId, body: SuggestRequest, owner: OwnerDep,
             retry_after=trials.RETRY_AFTER_SECONDS if asked.waiting else None)
     asked, answer = runtimes.mutate(study_id, owner, change)
     metrics.suggestions.inc(len(answer.trials))
-    for seconds in asked.opened:
+    for info in asked.opened:
         metrics.batches.inc()
-        metrics.resparsify.observe(seconds)
-        log.info("batch opened", extra={"study_id": study_id, "seconds": round(seconds, 4)})
+        metrics.batch_open.observe(info.open_seconds)
+        if math.isfinite(info.resparsify_seconds):  # NaN: no dictionary
+            metrics.resparsify.observe(info.resparsify_seconds)
+        log.info("batch opened", extra={"study_id": study_id, "batch": info.index,
+                                        "seconds": round(info.open_seconds, 4)})
     return json_answer(answer)
 
 
