@@ -1,10 +1,10 @@
 """The RQ job: evaluate one trial and report its outcome through the client SDK.
 
 A worker process needs only ``BBKB_URL`` (the API) and, with keys, ``BBKB_API_KEY`` (or the file
-named by ``BBKB_API_KEY_FILE``); Redis is RQ's concern. While the objective runs, a heartbeat thread keeps the trial's lease alive. An
-exception fails the trial with its text (retryable: the server retries it up to the study's
-max attempts); a non-numeric or non-finite value fails it for good with the reason. The SDK
-retries posting with backoff, so a result survives a server restart.
+named by ``BBKB_API_KEY_FILE``); Redis is RQ's concern. While the objective runs, a heartbeat
+thread keeps the trial's lease alive. An exception fails the trial with its text (retryable: the
+server retries it up to the study's max attempts); a non-numeric or non-finite value fails it for
+good with the reason. The SDK retries posting with backoff, so a result survives a server restart.
 """
 
 from __future__ import annotations
