@@ -18,12 +18,12 @@ Fits (shared by GSSBO and GP-UCB-ML, i.e. M = None): a full fit (the prior centr
 other steps one L-BFGS-B run from the anchor's values on the step's own data. The anchor is a
 pure function of that prefix (its generator is seeded by it), so a rebuilt strategy recomputes
 it and replays exactly; the live model keeps the last one. Each evaluation is one Cholesky with
-Sigma^-1 by ``potri`` (:func:`matern_log_likelihood`), and L-BFGS-B stops at a relative change
-of ``FTOL``. The posterior is built in one blocked factorisation
-(:meth:`GSSPosterior._factor_observed`). Before (a full :func:`hyperparameters.fit` per step:
-three starts, O(n^3) ``cho_solve(L, I)``, a profile likelihood GSSBO never read; a row-by-row
-posterior) GP-UCB-ML on Hartmann-6 (benchmarks/literature.py, A = 2000) had used 33 CPU s at
-t = 300; now 10-11 s.
+Sigma^-1 by ``potri`` (:func:`hyperparameters.exact_log_likelihood`, the distances computed once
+per fit), and L-BFGS-B stops at a relative change of ``FTOL``. The posterior is built in one
+blocked factorisation (:meth:`GSSPosterior._factor_observed`). Before (a full
+:func:`hyperparameters.fit` per step: three starts, O(n^3) ``cho_solve(L, I)``, a profile
+likelihood GSSBO never read; a row-by-row posterior) GP-UCB-ML on Hartmann-6
+(benchmarks/literature.py, A = 2000) had used 33 CPU s at t = 300; now 10-11 s.
 
 Selection rules (``gssbo_selection``; paper eq. (1): minimum summed pairwise cosine similarity of
 the gradients, greedily, each normalised gradient perturbed by N(0, noise^2) per coordinate):
@@ -55,10 +55,15 @@ from scipy import linalg, optimize
 
 from .errors import NumericalError
 from .exact import ExactPosterior
-from .hyperparameters import Hyperparameters, Prior, median_distance
+from .hyperparameters import (
+    Hyperparameters,
+    Prior,
+    exact_log_likelihood,
+    median_distance,
+    squared_distances,
+)
 from .kernels import Matern52
 
-_LOG_2PI = math.log(2.0 * math.pi)
 SELECTIONS: tuple[str, ...] = ("gradient", "column", "scalar", "random")
 
 
@@ -246,42 +251,6 @@ def anchor_size(n: int) -> int:
     return n if n < FULL_FIT_EVERY else FULL_FIT_EVERY * (n // FULL_FIT_EVERY)
 
 
-def matern_log_likelihood(theta: np.ndarray, sq_dist: np.ndarray,
-                          y: np.ndarray) -> tuple[float, np.ndarray]:
-    """log N(y | 0, K + noise I) and its gradient wrt theta = [log l, log s2, log noise] for the
-    isotropic Matern-5/2 kernel, from the squared distances ``sq_dist`` (n, n).
-
-    The value and gradient of :func:`hyperparameters.exact_log_likelihood` (R&W eq. 2.30 and
-    eq. 5.9), with Sigma^-1 from the Cholesky factor by LAPACK ``potri`` (a third of the cost of
-    ``cho_solve(L, I)``) and the distances computed once per fit, not per evaluation.
-    """
-    ell, s2, noise = np.exp(theta)
-    r = np.sqrt(5.0 * sq_dist) / ell
-    e = s2 * np.exp(-r)
-    K = (1.0 + r + r * r / 3.0) * e
-    Sigma = K.copy()
-    Sigma[np.diag_indices_from(Sigma)] += noise
-    try:
-        L = linalg.cholesky(Sigma, lower=True)
-    except linalg.LinAlgError:
-        return -math.inf, np.zeros(3)
-    alpha = linalg.cho_solve((L, True), y)
-    inverse, info = linalg.lapack.dpotri(L, lower=1)
-    if info != 0:
-        return -math.inf, np.zeros(3)
-    inverse = np.tril(inverse) + np.tril(inverse, -1).T
-    W = 0.5 * (np.outer(alpha, alpha) - inverse)
-    value = -0.5 * float(y @ alpha) - float(np.log(np.diag(L)).sum()) - 0.5 * len(y) * _LOG_2PI
-    dK_dlog_l = (r * r / 3.0) * (1.0 + r) * e  # d/d log l of (1 + r + r^2/3) e^-r
-    return value, np.array([float(np.sum(W * dK_dlog_l)), float(np.sum(W * K)),
-                            noise * float(np.trace(W))])
-
-
-def squared_distances(X: np.ndarray) -> np.ndarray:
-    sq = np.einsum("ij,ij->i", X, X)
-    return np.maximum(sq[:, None] + sq[None, :] - 2.0 * (X @ X.T), 0.0)
-
-
 def map_fit(X: np.ndarray, y: np.ndarray, prior: Prior, starts: list[Hyperparameters],
             max_iter: int = 60) -> Hyperparameters:
     """MAP Matern-5/2 hyper-parameters (units of y): the best L-BFGS-B run from ``starts``.
@@ -296,7 +265,7 @@ def map_fit(X: np.ndarray, y: np.ndarray, prior: Prior, starts: list[Hyperparame
     low, high = np.array(bounds).T
 
     def negative(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = matern_log_likelihood(theta, sq_dist, ys)
+        value, grad = exact_log_likelihood(theta, X, ys, "matern52", sq_dist)
         if not math.isfinite(value):
             return 1e25, np.zeros_like(theta)
         p_value, p_grad = prior.log_density(theta)

@@ -67,9 +67,12 @@ class Hyperparameters:
 def _kernel_terms(kernel: str, Xs: np.ndarray, Zs: np.ndarray,
                   s2: float) -> tuple[np.ndarray, np.ndarray]:
     """K = k(X, Z) and g (d K / d log l_j = g * (x_j - z_j)^2 / l_j^2), inputs divided by l."""
-    d2 = (np.einsum("ij,ij->i", Xs, Xs)[:, None] + np.einsum("ij,ij->i", Zs, Zs)[None, :]
-          - 2.0 * (Xs @ Zs.T))
-    np.maximum(d2, 0.0, out=d2)
+    return _kernel_from_distances(kernel, squared_distances(Xs, Zs), s2)
+
+
+def _kernel_from_distances(kernel: str, d2: np.ndarray,
+                           s2: float) -> tuple[np.ndarray, np.ndarray]:
+    """K and g of :func:`_kernel_terms` from the squared distances of the scaled inputs."""
     if kernel in ("rbf", "gaussian"):
         K = s2 * np.exp(-0.5 * d2)
         return K, K
@@ -101,7 +104,8 @@ def _lengthscale_grad(per_dim: np.ndarray, q: int) -> np.ndarray:
 
 
 def exact_log_likelihood(theta: np.ndarray, X: np.ndarray, y: np.ndarray,
-                         kernel: str = "rbf") -> tuple[float, np.ndarray]:
+                         kernel: str = "rbf",
+                         sq_dist: np.ndarray | None = None) -> tuple[float, np.ndarray]:
     """Exact GP log marginal likelihood log N(y | 0, K + noise I) and its gradient wrt theta.
 
     Parameters
@@ -109,14 +113,22 @@ def exact_log_likelihood(theta: np.ndarray, X: np.ndarray, y: np.ndarray,
     theta : ndarray of shape (q + 2,), [log l_1..l_q, log s2, log noise], q = 1 or d.
     X : ndarray of shape (n, d); y : ndarray of shape (n,).
     kernel : "rbf" (alias "gaussian") or "matern52".
+    sq_dist : optional (n, n) squared distances of X, for an isotropic theta (q = 1): a fit
+        computes them once instead of at every evaluation.
 
     Returns (value, gradient of shape (q + 2,)); value is -inf (gradient 0) if K + noise I is not
     numerically positive definite. R&W Alg. 2.1 (L = cholesky(K + noise I)) and eq. 5.9
-    (d/d theta = 1/2 tr((alpha alpha^T - Sigma^-1) dSigma/d theta)). Cost O(n^3).
+    (d/d theta = 1/2 tr((alpha alpha^T - Sigma^-1) dSigma/d theta)), Sigma^-1 by LAPACK potri
+    (a third of the cost of cho_solve(L, I)). Cost O(n^3).
     """
     ell, s2, noise = _unpack(theta, X.shape[1])
-    Xs = X / ell
-    K, g = _kernel_terms(kernel, Xs, Xs, s2)
+    isotropic = len(ell) == 1
+    if isotropic:
+        d2 = (squared_distances(X) if sq_dist is None else sq_dist) / float(ell[0]) ** 2
+        K, g = _kernel_from_distances(kernel, d2, s2)
+    else:
+        Xs = X / ell
+        K, g = _kernel_terms(kernel, Xs, Xs, s2)
     Sigma = K.copy()
     Sigma[np.diag_indices_from(Sigma)] += noise
     try:
@@ -124,14 +136,25 @@ def exact_log_likelihood(theta: np.ndarray, X: np.ndarray, y: np.ndarray,
     except linalg.LinAlgError:
         return -math.inf, np.zeros(len(theta))
     alpha = linalg.cho_solve((L, True), y)
+    inverse, info = linalg.lapack.dpotri(L, lower=1)
+    if info != 0:
+        return -math.inf, np.zeros(len(theta))
     n = len(y)
     value = -0.5 * float(y @ alpha) - float(np.log(np.diag(L)).sum()) - 0.5 * n * _LOG_2PI
-    W = np.outer(alpha, alpha)
-    W -= linalg.cho_solve((L, True), np.eye(n))
-    W *= 0.5
-    grad = np.concatenate([_lengthscale_grad(_contract(W * g, Xs, Xs), len(theta) - 2),
-                           [float(np.sum(W * K)), noise * float(np.trace(W))]])
-    return value, grad
+    W = np.tril(inverse) + np.tril(inverse, -1).T
+    W -= np.outer(alpha, alpha)
+    W *= -0.5
+    ls_grad = (np.array([float(np.sum(W * g * d2))]) if isotropic
+               else _contract(W * g, Xs, Xs))
+    return value, np.concatenate([ls_grad, [float(np.sum(W * K)), noise * float(np.trace(W))]])
+
+
+def squared_distances(X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
+    """(n, m) squared Euclidean distances of the rows of X and Z (default X), clipped at 0."""
+    Z = X if Z is None else Z
+    d2 = (np.einsum("ij,ij->i", X, X)[:, None] + np.einsum("ij,ij->i", Z, Z)[None, :]
+          - 2.0 * (X @ Z.T))
+    return np.maximum(d2, 0.0, out=d2)
 
 
 def sparse_log_likelihood(theta: np.ndarray, X: np.ndarray, y: np.ndarray, Z: np.ndarray,

@@ -8,7 +8,7 @@ from scipy import linalg
 
 from service.engine import ConfigError, EngineConfig, Strategy, gssbo
 from service.engine.gssbo import SELECTIONS, GSSPosterior, TimeRule, diverse_subset, select_buffer
-from service.engine.hyperparameters import Hyperparameters, exact_log_likelihood
+from service.engine.hyperparameters import Hyperparameters
 from service.engine.kernels import Matern52
 
 from .helpers import run, smooth_problem
@@ -25,16 +25,6 @@ def test_buffer_keeps_the_initial_and_the_newest_points(selection):
     assert len(kept) == 25 and len(np.unique(kept)) == 25
     assert set(range(10)) <= set(kept.tolist()) and 59 in kept
     assert kept.min() >= 0 and kept.max() < 60
-
-
-def test_matern_likelihood_is_the_shared_exact_likelihood():
-    rng = np.random.default_rng(3)
-    X, y = rng.random((40, 3)), rng.standard_normal(40)
-    for theta in (np.log([0.3, 1.2, 0.05]), np.log([2.0, 0.5, 1e-4])):
-        value, grad = gssbo.matern_log_likelihood(theta, gssbo.squared_distances(X), y)
-        expected, expected_grad = exact_log_likelihood(theta, X, y, "matern52")
-        assert value == pytest.approx(expected, rel=1e-10)
-        np.testing.assert_allclose(grad, expected_grad, rtol=1e-7, atol=1e-9)
 
 
 def test_diverse_subset_is_the_greedy_minimum_cosine_choice():

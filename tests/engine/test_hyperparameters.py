@@ -13,6 +13,7 @@ from service.engine.hyperparameters import (
     fit,
     median_distance,
     sparse_log_likelihood,
+    squared_distances,
 )
 from service.engine.kernels import RBF, Matern52
 from service.problems import function_problem
@@ -56,6 +57,8 @@ def test_exact_likelihood_is_the_gaussian_density(kernel):
     sign, logdet = np.linalg.slogdet(cov)
     expected = -0.5 * (y @ np.linalg.solve(cov, y) + logdet + len(y) * np.log(2 * np.pi))
     assert exact_log_likelihood(theta, X, y, kernel)[0] == pytest.approx(expected, rel=1e-10)
+    once = exact_log_likelihood(theta, X, y, kernel, squared_distances(X))  # a fit's shortcut
+    np.testing.assert_array_equal(once[1], exact_log_likelihood(theta, X, y, kernel)[1])
 
 
 def test_titsias_bound_equals_exact_with_every_point_inducing_and_is_below_otherwise():
