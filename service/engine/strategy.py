@@ -241,6 +241,49 @@ class Strategy:
                                  field="t")
         self._records.set(t, status=ABANDONED)
 
+    def pending(self) -> np.ndarray:
+        """Indices t of the records still waiting for an outcome."""
+        return np.flatnonzero(self._records.status == PENDING)
+
+    def catch_up(self, t: np.ndarray, records: dict[str, np.ndarray], batch: int) -> bool:
+        """Apply what another process (same study, shared database) did since this object was
+        current, instead of a rebuild; True if done. ``t`` and ``records`` (columns as in
+        :attr:`records`) hold every record from t = len(history) on and those of :meth:`pending`
+        (at least); ``batch`` is the latest batch of the shared history.
+
+        Only changes inside the current batch apply: the other process's selections (replayed
+        as in :meth:`restore`: the frozen posterior makes them independent of outcomes), imported
+        observations and outcomes. False, leaving this object unusable (rebuild it), when a batch
+        was opened, for GSSBO / GO-UCB (their models change at every outcome), or when a replayed
+        selection is not the one this object would make.
+        """
+        n, cfg = len(self._records), self.config
+        new = t >= n
+        if batch != self._batch or self._batch < 0 or cfg.strategy in _LITERATURE \
+                or not np.array_equal(t[new], np.arange(n, n + int(new.sum()))) \
+                or np.any(records["batch"][new] != self._batch) \
+                or np.any(records["folded"][new] >= 0) \
+                or not np.array_equal(records["arm"][~new], self._records.arm[t[~new]]):
+            return False
+        mismatches = self.replay_mismatches
+        for i in np.flatnonzero(new):  # the other process's asks: a few per request
+            kind, arm = int(records["kind"][i]), int(records["arm"][i])
+            self._records.append(arm=arm, batch=self._batch, kind=kind,
+                                 status=PENDING if kind == SUGGESTED else OBSERVED,
+                                 value=math.nan if kind == SUGGESTED else records["value"][i],
+                                 folded=-1, var_start=float(records["var_start"][i]))
+            if kind == SUGGESTED:
+                if self._closed:
+                    return False
+                self._select(int(t[i]), replay_arm=arm)
+        if self.replay_mismatches != mismatches:
+            return False
+        resolved = (records["status"] != PENDING) & (self._records.status[t] == PENDING)
+        for i in np.flatnonzero(resolved):
+            self._records.set(int(t[i]), status=int(records["status"][i]),
+                              value=float(records["value"][i]))
+        return True
+
     def observe(self, arm: int, value: float) -> Selection:
         """Import an existing (candidate, value) pair (warm start) as an observed record."""
         if isinstance(arm, bool) or not isinstance(arm, int | np.integer) \

@@ -169,32 +169,53 @@ def _sql_slices(session: Session, study_id: int,
     yield read
 
 
-def load_engine_state(session: Session, study_id: int, sign: float) -> EngineState:
-    """Trials (t order) and the latest batch as the engine's EngineState."""
-    rows = session.execute(
-        select(Trial.t, Trial.candidate, Trial.batch, Trial.kind, Trial.status, Trial.value,
-               Trial.folded, Trial.var_start)
-        .where(Trial.study_id == study_id).order_by(Trial.t)).all()
-    n = len(rows)
-    cols = list(zip(*rows, strict=True)) if n else [()] * 8
-    t = np.asarray(cols[0], dtype=np.int64)
-    if not np.array_equal(t, np.arange(n)):
-        raise RuntimeError(f"study {study_id}: trial sequence numbers are not dense")
+_RECORD_COLUMNS = (Trial.t, Trial.candidate, Trial.batch, Trial.kind, Trial.status, Trial.value,
+                   Trial.folded, Trial.var_start)
+
+
+def _records(rows: Sequence[Any], sign: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Trial rows (columns of _RECORD_COLUMNS) as t and the engine's record columns."""
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 8
     status = np.array([ENGINE_STATUS[s] for s in cols[4]], dtype=np.int8)
     value = np.array([math.nan if v is None else sign * v for v in cols[5]], dtype=np.float64)
     value[status != OBSERVED] = math.nan
-    records = {
+    return np.asarray(cols[0], dtype=np.int64), {
         "arm": np.asarray(cols[1], dtype=np.int64), "batch": np.asarray(cols[2], dtype=np.int64),
         "kind": np.array([ENGINE_KIND[k] for k in cols[3]], dtype=np.int8), "status": status,
         "value": value, "folded": np.asarray(cols[6], dtype=np.int64),
         "var_start": np.asarray(cols[7], dtype=np.float64),
     }
+
+
+def load_engine_state(session: Session, study_id: int, sign: float) -> EngineState:
+    """Trials (t order) and the latest batch as the engine's EngineState."""
+    rows = session.execute(select(*_RECORD_COLUMNS).where(Trial.study_id == study_id)
+                           .order_by(Trial.t)).all()
+    t, records = _records(rows, sign)
+    if not np.array_equal(t, np.arange(len(rows))):
+        raise RuntimeError(f"study {study_id}: trial sequence numbers are not dense")
     latest = session.scalars(select(Batch).where(Batch.study_id == study_id)
                              .order_by(Batch.index.desc()).limit(1)).first()
     if latest is None:
         return EngineState(-1, 0, np.zeros(0, dtype=np.int64), records)
     return EngineState(latest.index, latest.start_t, from_bytes(latest.dictionary), records,
                        latest.hyperparameters)
+
+
+def load_records_since(session: Session, study_id: int, sign: float, n: int,
+                       pending: np.ndarray) -> tuple[int, np.ndarray, dict[str, np.ndarray]]:
+    """What a cached engine with ``n`` records and these ``pending`` ones needs to catch up
+    (:meth:`Strategy.catch_up`): the latest batch index and the records t >= n or in
+    ``pending``, in t order (index ranges on (study, t): O(changes), not O(trials))."""
+    latest = session.scalar(select(func.max(Batch.index)).where(Batch.study_id == study_id))
+    wanted = Trial.t >= n
+    if len(pending) > 1000:  # a long IN list costs more than the range from the first one
+        wanted = Trial.t >= int(pending[0])
+    elif len(pending):
+        wanted = wanted | Trial.t.in_([int(x) for x in pending])
+    rows = session.execute(select(*_RECORD_COLUMNS).where(Trial.study_id == study_id, wanted)
+                           .order_by(Trial.t)).all()
+    return (-1 if latest is None else int(latest)), *_records(rows, sign)
 
 
 def insert_trials(session: Session, rows: Sequence[dict[str, Any]]) -> None:

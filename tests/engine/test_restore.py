@@ -101,3 +101,47 @@ def test_restore_rejects_a_history_outside_the_candidate_set():
     live.ask(2)
     with pytest.raises(ValueError, match="outside the candidate set"):
         Strategy.restore(X[:1], live.config, live.state())
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(map(str, c.values())))
+def test_catch_up_equals_the_live_object_inside_a_batch_and_refuses_across_one(config, mode):
+    """A stale copy (another api process's cache) given the records the live object added or
+    resolved since becomes the live object, as long as no batch opened in between."""
+    X, f = smooth_problem(n=250, d=2, seed=11)
+    cfg = EngineConfig(kernel={"name": "rbf", "lengthscale": 0.25}, lam=0.5, seed=5, mode=mode,
+                       **config)
+    live = Strategy(X, cfg)
+    rng = np.random.default_rng(3)
+    pending: list = []
+
+    def catch_up(stale: Strategy) -> bool:
+        records = live.records
+        t = np.arange(len(records["arm"]))
+        wanted = (t >= stale.t) | np.isin(t, stale.pending())
+        return stale.catch_up(t[wanted], {k: v[wanted] for k, v in records.items()}, live.batch)
+
+    stale = Strategy(X, cfg)
+    pending.extend(live.ask(2))
+    assert not catch_up(stale)  # the first batch opened: rebuild
+    caught = 0
+    for _ in range(30):
+        _drive(live, f, rng, int(rng.integers(1, 4)), pending)
+        stale = Strategy.restore(X, cfg, live.state())
+        before = live.batch
+        _drive(live, f, rng, int(rng.integers(1, 4)), pending)
+        done = catch_up(stale)
+        if live.batch != before:
+            assert not done
+            continue
+        assert done
+        caught += 1
+        for name, column in stale.records.items():
+            np.testing.assert_array_equal(column, live.records[name], err_msg=name)
+        assert stale.batch_closed == live.batch_closed and stale.waiting == live.waiting
+        twin = Strategy.restore(X, cfg, live.state())  # from here on all three propose alike
+        selections = [strategy.ask(3) for strategy in (live, stale, twin)]
+        assert [[(s.t, s.arm) for s in batch] for batch in selections[1:]] == 2 * [
+            [(s.t, s.arm) for s in selections[0]]]
+        pending.extend(selections[0])
+    assert caught > 0
