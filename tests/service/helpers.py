@@ -41,3 +41,20 @@ def create_study(client, name: str = "s", **fields) -> dict:  # type: ignore[no-
     response = client.post("/v1/studies", json=body)
     assert response.status_code == 201, response.text
     return response.json()
+
+
+def run_rounds(client, sid: int, rounds: int) -> list[dict]:  # type: ignore[no-untyped-def]
+    """``rounds`` asks of 3 trials (one worker id per round), each completed with
+    :func:`objective`; the completed trials."""
+    done: list[dict] = []
+    for i in range(rounds):
+        answer = client.post(f"/v1/studies/{sid}/suggestions",
+                             json={"worker_id": f"w{i}", "count": 3})
+        assert answer.status_code == 200, answer.text
+        for trial in answer.json()["trials"]:
+            value = objective(list(trial["parameters"].values()))
+            r = client.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
+                            json={"value": value})
+            assert r.status_code == 200, r.text
+            done.append(r.json())
+    return done

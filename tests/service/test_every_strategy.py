@@ -8,24 +8,9 @@ import pytest
 
 from service.engine.config import STRATEGIES
 
-from .helpers import app_client, create_study, objective
+from .helpers import app_client, create_study, run_rounds
 
 KERNEL_FAMILY = [s for s in STRATEGIES if s not in ("gssbo", "go-ucb")]
-
-
-def _rounds(client, sid: int, rounds: int) -> list[dict]:  # type: ignore[no-untyped-def]
-    done: list[dict] = []
-    for i in range(rounds):
-        answer = client.post(f"/v1/studies/{sid}/suggestions",
-                             json={"worker_id": f"w{i}", "count": 3})
-        assert answer.status_code == 200, answer.text
-        for trial in answer.json()["trials"]:
-            value = objective(list(trial["parameters"].values()))
-            r = client.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
-                            json={"value": value})
-            assert r.status_code == 200, r.text
-            done.append(r.json())
-    return done
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -36,14 +21,14 @@ def test_each_strategy_runs_through_the_api_and_survives_a_rebuild(tmp_path, str
               "kernel": {"name": "matern52", "lengthscale": 0.3}}
     with app_client(url, tmp_path) as client:
         sid = create_study(client, name=strategy, engine=engine)["id"]
-        done = _rounds(client, sid, 8)
+        done = run_rounds(client, sid, 8)
         info = client.get(f"/v1/studies/{sid}").json()
         assert info["spec"]["engine"]["strategy"] == strategy
         assert info["counts"]["completed"] == len(done) >= 8
         assert client.get(f"/v1/studies/{sid}/best").json()["value"] == max(
             t["value"] for t in done)
     with app_client(url, tmp_path) as client:  # a new server rebuilds the engine from SQL
-        assert len(_rounds(client, sid, 2)) >= 1
+        assert len(run_rounds(client, sid, 2)) >= 1
 
 
 def test_minimum_parallelism_opens_the_first_batch_that_wide(tmp_path):

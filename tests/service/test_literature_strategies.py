@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import app_client, create_study, objective
+from .helpers import app_client, create_study, run_rounds
 
 ENGINES = {
     "gssbo": {"strategy": "gssbo", "gssbo_initial": 4, "gssbo_buffer": 8, "mode": "sync",
@@ -17,33 +17,18 @@ ENGINES = {
 }
 
 
-def _complete(client, sid: int, rounds: int) -> list[dict]:  # type: ignore[no-untyped-def]
-    done: list[dict] = []
-    for _ in range(rounds):
-        answer = client.post(f"/v1/studies/{sid}/suggestions",
-                             json={"worker_id": "w", "count": 3})
-        assert answer.status_code == 200, answer.text
-        for trial in answer.json()["trials"]:
-            value = objective(list(trial["parameters"].values()))
-            r = client.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
-                            json={"value": value})
-            assert r.status_code == 200, r.text
-            done.append(r.json())
-    return done
-
-
 @pytest.mark.parametrize("name", list(ENGINES))
 def test_a_study_runs_with_each_literature_strategy(database_url, tmp_path, name):
     with app_client(database_url, tmp_path) as client:
         study = create_study(client, name=name, engine=ENGINES[name])
-        done = _complete(client, study["id"], 8)
+        done = run_rounds(client, study["id"], 8)
         info = client.get(f"/v1/studies/{study['id']}").json()
         assert info["counts"]["completed"] == len(done) >= 8
         assert info["n_batches"] >= 2  # past the initial design / Phase I
         best = client.get(f"/v1/studies/{study['id']}/best").json()
         assert best["value"] == max(t["value"] for t in done)
     with app_client(database_url, tmp_path) as client:  # a new server rebuilds the engine
-        assert len(_complete(client, study["id"], 2)) >= 1
+        assert len(run_rounds(client, study["id"], 2)) >= 1
 
 
 @pytest.mark.parametrize(("engine", "field"), [
