@@ -13,6 +13,7 @@ cached engine valid; any other failure drops it, and the next request rebuilds i
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -59,9 +60,10 @@ def decode_parameters(spec: dict[str, Any], row: np.ndarray) -> dict[str, Any]:
 class Runtimes:
     """Cache of study runtimes with the locking protocol described in the module docstring."""
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    def __init__(self, sessions: sessionmaker[Session], capacity: int = 16) -> None:
         self._sessions = sessions
-        self._cache: dict[int, StudyRuntime] = {}
+        self._capacity = capacity  # engines kept, least recently used evicted
+        self._cache: OrderedDict[int, StudyRuntime] = OrderedDict()
         self._candidates: dict[int, np.ndarray] = {}
         self._locks: dict[int, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -115,14 +117,20 @@ class Runtimes:
 
     def _current(self, session: Session, study: Study) -> StudyRuntime:
         cached = self._cache.get(study.id)
-        if cached is not None and cached.version == study.version:
-            return cached
-        if cached is not None and cached.spec == study.spec and self._catch_up(session, cached):
+        if cached is not None and (cached.version == study.version or (
+                cached.spec == study.spec and self._catch_up(session, cached))):
             cached.version = study.version
+            with self._guard:
+                if study.id in self._cache:
+                    self._cache.move_to_end(study.id)
             return cached
         self._cache.pop(study.id, None)
         runtime = self.load(session, study)
-        self._cache[study.id] = runtime
+        with self._guard:
+            self._cache[study.id] = runtime
+            while len(self._cache) > self._capacity:  # its lock holder keeps its own reference
+                evicted, _ = self._cache.popitem(last=False)
+                self._candidates.pop(evicted, None)
         return runtime
 
     @staticmethod

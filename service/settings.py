@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     auto_migrate: bool = Field(
         default=True, description="Upgrade the schema at start-up (off: refuse a stale one).")
     page_limit: int = Field(default=1000, gt=0)
+    cached_studies: int = Field(
+        default=16, gt=0, description="Study engines a server process keeps in memory (least "
+        "recently used evicted; an evicted study is rebuilt from the database at its next use).")
     database_busy_seconds: float = Field(
         default=30.0, gt=0, description="SQLite: how long a request waits for the database's "
         "write lock before the API answers 503 (retry).")

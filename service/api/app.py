@@ -80,7 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   max_body_size=settings.max_upload_bytes)
     app.state.settings = settings
     app.state.sessions = session_factory(engine)
-    app.state.runtimes = Runtimes(app.state.sessions)
+    app.state.runtimes = Runtimes(app.state.sessions, capacity=settings.cached_studies)
     app.state.local_owner = None
     app.state.metrics = Metrics()
     app.state.dispatcher = (Dispatcher(app.state.runtimes, app.state.sessions,

@@ -180,3 +180,29 @@ def _counting(load: Callable, loads: list[int]) -> Callable:
         loads[0] += 1
         return load(*args, **kwargs)
     return counted
+
+
+def test_a_server_keeps_at_most_cached_studies_engines(tmp_path):
+    """BBKB_CACHED_STUDIES bounds the engines (and candidate matrices) a process holds: the least
+    recently used is evicted and rebuilt from the database at its next use, proposing what a
+    server that never evicted it would."""
+    def run(cached: int, db: str) -> tuple[list[tuple], int]:
+        with app_client(f"sqlite:///{tmp_path / db}", tmp_path, cached_studies=cached) as client:
+            runtimes = client.app.state.runtimes
+            loads = [0]
+            runtimes.load = _counting(runtimes.load, loads)
+
+            def post(path: str, body: dict) -> dict:
+                return client.post(path, json=body).json()
+            sids = [post("/v1/studies", STUDY | {"name": f"s{i}"})["id"] for i in range(3)]
+            log: list[tuple] = []
+            for step in range(4):  # round robin: with 2 engines kept, every use is a miss
+                for sid in sids:
+                    log += _script(post, sid, range(step * 2, step * 2 + 2))
+            assert len(runtimes._cache) <= cached
+            return log, loads[0]
+
+    evicting, misses = run(2, "two.db")
+    keeping, loads = run(3, "three.db")
+    assert evicting == keeping
+    assert loads == 3 and misses == 3 * 4  # every round-robin use missed
