@@ -80,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   max_body_size=settings.max_upload_bytes)
     app.state.settings = settings
     app.state.sessions = session_factory(engine)
+    app.state.read_sessions = session_factory(engine, read_only=True)
     app.state.runtimes = Runtimes(app.state.sessions, capacity=settings.cached_studies)
     app.state.local_owner = None
     app.state.metrics = Metrics()

@@ -35,6 +35,12 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
+def get_read_session(request: Request) -> Iterator[Session]:
+    """A session of a route that only reads: on SQLite it takes no write lock."""
+    with transaction(request.app.state.read_sessions) as session:
+        yield session
+
+
 class TooLarge(ServiceError):
     status_code = 413
 
@@ -74,6 +80,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 RuntimesDep = Annotated[Runtimes, Depends(get_runtimes)]
 # scope="function": the commit runs when the handler returns, not after the response went out
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+ReadSessionDep = Annotated[Session, Depends(get_read_session, scope="function")]
 OwnerDep = Annotated[int, Depends(get_owner)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 

@@ -2,7 +2,8 @@
 
 :func:`transaction` is the one way to write: it commits, rolls back on error, and makes writers
 serialise the same way on both backends (``BEGIN IMMEDIATE`` on SQLite takes the database write
-lock up front; PostgreSQL uses a per-study advisory lock, see :func:`lock_study`).
+lock up front; PostgreSQL uses a per-study advisory lock, see :func:`lock_study`). Reads go
+through read-only sessions (:data:`READ_ONLY`), which on SQLite take no lock at all.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def make_engine(url: str, busy_seconds: float = 30.0) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _sqlite_begin(conn):  # type: ignore[no-untyped-def]
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            read_only = conn.get_execution_options().get(READ_ONLY, False)
+            conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
         return engine
     if parsed.drivername == "postgresql":
@@ -69,8 +71,16 @@ def _enable_wal(cursor, deadline_seconds: float = 30.0) -> None:  # type: ignore
             delay = min(2 * delay, 0.25)
 
 
-def session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
+#: Execution option of the sessions that only read: on SQLite they begin a deferred transaction
+#: (a WAL snapshot that neither waits for nor blocks the writer) instead of BEGIN IMMEDIATE.
+READ_ONLY = "bbkb_read_only"
+
+
+def session_factory(engine: Engine, *, read_only: bool = False) -> sessionmaker[Session]:
+    """Sessions on ``engine``; ``read_only`` ones must not write (SQLite would then wait for the
+    write lock inside the transaction, and fail if the snapshot went stale)."""
+    bind = engine.execution_options(**{READ_ONLY: True}) if read_only else engine
+    return sessionmaker(bind, expire_on_commit=False)
 
 
 @contextmanager

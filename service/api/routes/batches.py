@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from ... import studies
 from ...store import queries
-from ..deps import OwnerDep, SessionDep, StudyId
+from ..deps import OwnerDep, ReadSessionDep, StudyId
 from ..schemas import BatchList, BatchPublic, TrialPublic
 from .studies import owned
 
@@ -14,14 +14,14 @@ router = APIRouter(prefix="/v1/studies/{study_id}", tags=["batches"])
 
 
 @router.get("/batches")
-def list_batches(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> BatchList:
+def list_batches(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep) -> BatchList:
     owned(session, study_id, owner)
     return BatchList(batches=[BatchPublic.model_validate(b, from_attributes=True)
                               for b in queries.batches(session, study_id)])
 
 
 @router.get("/best")
-def get_best(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> TrialPublic | None:
+def get_best(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep) -> TrialPublic | None:
     """The best completed trial, or null while there is none."""
     study = owned(session, study_id, owner)
     best = queries.best_trial(session, study_id, study.spec["direction"] == "maximize")

@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from ... import dispatch, studies
 from ...errors import Conflict, Invalid
 from ...store.models import Trial, utcnow
-from ..deps import MetricsDep, OwnerDep, RuntimesDep, SessionDep, StudyId
+from ..deps import MetricsDep, OwnerDep, ReadSessionDep, RuntimesDep, SessionDep, StudyId
 from ..responses import json_answer
 from ..schemas import DispatchComplete, DispatchCompleted, DispatchRequest, DispatchStatus
 from .studies import owned
@@ -93,6 +93,6 @@ def complete_dispatched(study_id: StudyId, body: DispatchComplete, owner: OwnerD
 
 
 @router.get("")
-def get_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
+def get_dispatch(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep,
                  runtimes: RuntimesDep) -> DispatchStatus:
     return _status(session, owned(session, study_id, owner), runtimes)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from ...store import queries
 from ...store.models import Study
 from ...ui.optimum import noiseless_values
-from ..deps import OwnerDep, SessionDep, StudyId
+from ..deps import OwnerDep, ReadSessionDep, StudyId
 from ..schemas import StudyHistory, StudySummary, SummaryList
 from .studies import owned
 
@@ -21,7 +21,7 @@ VALUES_CACHE_SIZE = 16
 
 
 @router.get("/summaries")
-def list_summaries(owner: OwnerDep, session: SessionDep) -> SummaryList:
+def list_summaries(owner: OwnerDep, session: ReadSessionDep) -> SummaryList:
     """Every study of the caller with counts, best value and last activity (one query)."""
     rows = []
     for study, n, completed, failed, best in queries.study_summaries(session, owner):
@@ -35,7 +35,7 @@ def list_summaries(owner: OwnerDep, session: SessionDep) -> SummaryList:
 
 
 @router.get("/studies/{study_id}/history")
-def get_history(study_id: StudyId, owner: OwnerDep, session: SessionDep, request: Request,
+def get_history(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep, request: Request,
                 offset: Annotated[int, Query(ge=0, le=2**62)] = 0) -> StudyHistory:
     """Completed trials as columns in completion order from ``offset`` on, with f where known."""
     study = owned(session, study_id, owner)

@@ -11,7 +11,15 @@ from ...settings import Settings
 from ...store import queries
 from ...store.database import transaction
 from ...store.models import Study
-from ..deps import OwnerDep, RuntimesDep, SessionDep, SettingsDep, StudyId, read_body
+from ..deps import (
+    OwnerDep,
+    ReadSessionDep,
+    RuntimesDep,
+    SessionDep,
+    SettingsDep,
+    StudyId,
+    read_body,
+)
 from ..schemas import StudyCreate, StudyList, StudyPublic
 
 router = APIRouter(prefix="/v1/studies", tags=["studies"])
@@ -72,13 +80,13 @@ def _attach(request: Request, study_id: int, owner: int, data: bytes) -> StudyPu
 
 
 @router.get("")
-def list_studies(owner: OwnerDep, session: SessionDep) -> StudyList:
+def list_studies(owner: OwnerDep, session: ReadSessionDep) -> StudyList:
     return StudyList(studies=[studies.study_public(session, s, studies.ParameterDecoder(session, s))
                               for s in queries.studies_of(session, owner)])
 
 
 @router.get("/{study_id}")
-def get_study(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> StudyPublic:
+def get_study(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep) -> StudyPublic:
     study = owned(session, study_id, owner)
     return studies.study_public(session, study, studies.ParameterDecoder(session, study))
 

@@ -25,8 +25,8 @@ from ...store.models import utcnow
 from ..deps import (
     MetricsDep,
     OwnerDep,
+    ReadSessionDep,
     RuntimesDep,
-    SessionDep,
     SettingsDep,
     StudyId,
     TrialId,
@@ -216,7 +216,7 @@ def parse_observations_csv(raw: bytes) -> list[tuple[int, float]]:
 
 
 @router.get("/trials")
-def list_trials(study_id: StudyId, owner: OwnerDep, session: SessionDep, settings: SettingsDep,
+def list_trials(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep,
                 runtimes: RuntimesDep,
                 after: Annotated[int, Query(ge=-1, le=2**62)] = -1,
                 limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
@@ -240,7 +240,7 @@ def list_trials(study_id: StudyId, owner: OwnerDep, session: SessionDep, setting
 
 @router.get("/trials/{trial_id}")
 def get_trial(study_id: StudyId, trial_id: TrialId, owner: OwnerDep,
-              session: SessionDep) -> TrialPublic:
+              session: ReadSessionDep) -> TrialPublic:
     study = owned(session, study_id, owner)
     trial = queries.trial_by_id(session, study_id, trial_id)
     if trial is None:
@@ -253,7 +253,7 @@ def get_trial(study_id: StudyId, trial_id: TrialId, owner: OwnerDep,
 def export_trials(study_id: StudyId, owner: OwnerDep, request: Request,
                   format: Literal["csv"] = "csv") -> StreamingResponse:
     """Every trial as CSV (streamed page by page), with named parameters as columns."""
-    with transaction(request.app.state.sessions) as session:
+    with transaction(request.app.state.read_sessions) as session:
         study = owned(session, study_id, owner)
         names = studies.parameter_names(study.spec, study.dim)
         # candidates read once here, not once per page
@@ -275,7 +275,7 @@ def _csv_rows(request: Request, study_id: StudyId, names: list[str],
     writer.writerow(CSV_COLUMNS + names)
     after = -1
     while True:
-        with transaction(request.app.state.sessions) as session:
+        with transaction(request.app.state.read_sessions) as session:
             page = queries.trial_page(session, study_id, after=after, limit=5000, status=None)
             for t in page:
                 params = decode(t.candidate)
