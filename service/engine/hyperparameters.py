@@ -399,12 +399,25 @@ def refit_due(fitted_at: int, n_observed: int) -> bool:
     return n_observed >= max(REFIT_MIN_OBSERVATIONS, REFIT_GROWTH * fitted_at)
 
 
+#: A fitted regulariser is at least this fraction of the configured lam: early fits on a few
+#: dozen arms put the noise at 1/100 of its later value (Cadata: lam 0.002 at 35-120 arms, 0.02-0.05
+#: from 300 on) and the strategy then explored far too widely.
+LAM_FLOOR = 0.1
+
+
+def fitted_lam(fitted: Hyperparameters, configured: float) -> float:
+    """The regulariser of a fitted GP: lam = noise / signal variance (the kernel's variance is
+    1 in the engine), between LAM_FLOOR * configured and configured."""
+    return float(min(configured, max(LAM_FLOOR * configured, fitted.noise / fitted.variance)))
+
+
 @dataclass(frozen=True)
 class KernelState:
     """The hyper-parameters one batch uses; persisted with the batch so a restore installs them.
 
     ``lengthscale``: 1 value (isotropic) or d (ARD), in the engine's (normalised) units;
-    ``lam``: the regulariser; ``variance`` and ``noise``: the last accepted fit's signal and
+    ``lam``: the regulariser (auto: :func:`fitted_lam` of the last accepted fit, else the
+    configured one); ``variance`` and ``noise``: the last accepted fit's signal and
     noise variance in the units of the values (None before); ``fitted_at``: observations at the
     last fit (0 before it; a fit that BIC does not prefer to white noise keeps the values).
     """

@@ -37,6 +37,7 @@ from .hyperparameters import (
     KernelState,
     Prior,
     fit,
+    fitted_lam,
     median_distance,
     refit_due,
 )
@@ -526,9 +527,11 @@ class Strategy:
                      inducing=None if inducing is None else self._normalized[inducing], start=last,
                      restarts=2 if last is None else 0, max_points=500 if exact else 2000)
         fitted = result.hyperparameters
-        if not result.significant:  # the values look like white noise: keep the lengthscale
-            return KernelState(current.lengthscale, cfg.lam, current.variance, current.noise, n)
-        return KernelState(fitted.lengthscale, cfg.lam, fitted.variance, fitted.noise, n)
+        if not result.significant:  # the values look like white noise: keep the kernel
+            return KernelState(current.lengthscale, current.lam, current.variance, current.noise,
+                               n)
+        return KernelState(fitted.lengthscale, fitted_lam(fitted, cfg.lam), fitted.variance,
+                           fitted.noise, n)
 
     def _components(self, b: int, start: int) -> tuple[Selector, StoppingRule]:
         cfg = self.config
@@ -570,8 +573,14 @@ class Strategy:
         inflation = 1.0 if self._exact is not None else 3.0  # Lemma 2's factor 3 for Nystrom
         var = self._records.var_start[: len(observed)][observed]
         info_gain = float(np.sum(np.log1p(inflation * var)))
+        # beta at the configured lam, then in the units of sigma~ at the lam in use: with a
+        # fitted lam (noise / signal variance) alpha sigma~ stays beta_cfg times the posterior
+        # standard deviation of a unit kernel, only that posterior is the fitted model's
+        # (the same as before when lam = cfg.lam; beta at the fitted lam itself grew as
+        # lam^-1/2 through the noise term and explored 4-6x more on Cadata)
         beta = (2.0 * cfg.noise * math.sqrt(info_gain + math.log(1.0 / cfg.delta))
-                + (1.0 + math.sqrt(2.0)) * math.sqrt(self._lam) * cfg.rkhs_bound)
+                + (1.0 + math.sqrt(2.0)) * math.sqrt(cfg.lam) * cfg.rkhs_bound)
+        beta *= math.sqrt(self._lam / cfg.lam)
         multiplier = {"bbkb": cfg.batch_threshold, "gp-bucb": cfg.batch_threshold,
                       "thompson": 0.1}.get(cfg.strategy, 1.0)
         return cfg.explore * multiplier * beta

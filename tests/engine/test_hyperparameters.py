@@ -8,6 +8,7 @@ from scipy import optimize
 
 from service.engine import ConfigError, EngineConfig, Strategy
 from service.engine.hyperparameters import (
+    LAM_FLOOR,
     Prior,
     exact_log_likelihood,
     fit,
@@ -175,6 +176,12 @@ def test_refits_happen_only_at_batch_openings_and_restore_installs_them(override
         assert restored.replay_mismatches == 0
     fitted = {info.hyperparameters["fitted_at"] for info in live.batches}
     assert len(fitted) >= 3  # the schedule refit several times, at openings only
+    for info in live.batches:  # lam: the fit's noise / signal variance, within its bounds
+        h = info.hyperparameters
+        expected = cfg.lam if h["variance"] is None else min(
+            cfg.lam, max(LAM_FLOOR * cfg.lam, h["noise"] / h["variance"]))
+        assert h["lam"] == pytest.approx(expected, rel=1e-12)
+    assert any(info.hyperparameters["lam"] < cfg.lam for info in live.batches)
     assert all(b.hyperparameters == seen[b.index].to_dict() for b in live.batches)
     # from a restore, the same proposals as the live strategy
     restored = Strategy.restore(X, cfg, live.state())
