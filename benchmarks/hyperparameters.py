@@ -26,37 +26,39 @@ Hartmann-6 runs are bimodal (stuck at the local maximum for good, RR ~0.23-0.29,
 50-100%); the per-configuration table also gives the median.
 
 Figures (auto vs the best fixed bandwidth, mean RR; T = 2000: 10 seeds; T = 10^4: Hartmann-6 and
-Branin 10 seeds, Levy 5, Abalone and Cadata 3)::
+Branin 10 seeds, Levy 5, Abalone and Cadata 3). ``auto`` fits lam too (lam = noise / signal
+variance of the kept fit, floored at 0.1 lam_cfg); ``auto, lam fixed`` is the previous default;
+auto-ard is from before the lam fit::
 
-    problem       t  best fixed    auto    auto/best-1  auto-ard  auto-ard/best-1
-    abalone    2000  ls=4 0.1130   0.1166   +3.1%       0.1166     +3.2%
-    abalone   10^4   ls=4 0.1069   0.1072   +0.3%       0.1072     +0.3%
-    cadata     2000  ls=8 0.0063   0.0064   +1.3%       0.0109    +73.0%
-    cadata    10^4   ls=4 0.0025   0.0026   +3.1%       0.0057   +128%
-    branin     2000  ls=2 0.0825   0.0736  -10.8%       0.0671    -18.7%
-    branin    10^4   ls=1 0.0320   0.0306   -4.4%       0.0251    -21.6%
-    hartmann6  2000  ls=1 0.0841   0.0627  -25.5%       0.0748    -11.1%
-    hartmann6 10^4   ls=1 0.0751   0.0304  -59.6%       0.0328    -56.3%
-    levy       2000  ls=2 0.0573   0.0765  +33.5%       0.1097    +91.4%
-    levy      10^4   ls=2 0.0305   0.0386  +26.3%       0.0770   +152%
+    problem       t  best fixed    auto    auto/best-1  auto, lam fixed  auto-ard (lam fixed)
+    abalone    2000  ls=4 0.1130   0.1162   +2.8%       0.1166  +3.2%    0.1166    +3.2%
+    abalone   10^4   ls=4 0.1069   0.1071   +0.2%       0.1072  +0.3%    0.1072    +0.3%
+    cadata     2000  ls=8 0.0063   0.0073  +16%         0.0068  +7.9%    0.0109   +73%
+    cadata    10^4   ls=4 0.0025   0.0027   +8.0%       0.0020 -20%      0.0057  +128%
+    branin     2000  ls=2 0.0825   0.0257  -69%         0.0750  -9.1%    0.0671   -19%
+    branin    10^4   ls=1 0.0320   0.0120  -63%         0.0298  -6.9%    0.0251   -22%
+    hartmann6  2000  ls=1 0.0841   0.0610  -27%         0.0627 -25%      0.0748   -11%
+    hartmann6 10^4   ls=1 0.0751   0.0300  -60%         0.0304 -60%      0.0328   -56%
+    levy       2000  ls=2 0.0573   0.0441  -23%         0.0769 +34%      0.1097   +91%
+    levy      10^4   ls=2 0.0305   0.0118  -61%         0.0387 +27%      0.0770  +152%
+
+CPU seconds per run (auto): Cadata 3.8 at t = 2000 and 14.9 at 10^4 (lam fixed: 0.78 and 2.3;
+more, shorter batches and a larger dictionary: 123 batches and 70 atoms at t = 2000 against 44
+and 35), the others 0.3-1.9. The lam floor: 0.2 and 0.3 left Cadata at 0.0074 / 0.0072 and cost
+Levy 0.056 / 0.063; 0.03 and 0.01 gave Cadata 0.0087 / 0.0079 (t = 2000, 10 seeds).
 
 Hartmann-6 medians: auto 0.0431 / 0.0086 against ls=1's 0.0147 / 0.0029 (t = 2000 / 10^4): ls=1
 finds the global maximum within ~20-30 steps, while Titsias' bound is flat in the lengthscale
 until ~45 distinct arms (profile differences < 1 nat at 20-35 arms), so auto runs with the median
 heuristic's 3.4 for its first ~50-70 steps; it is trapped less often (1/10 seeds against 3/10).
-Levy (open): the bound prefers lengthscales ~1-1.5 (the function's ripples), regret prefers 2-2.5
-(fixed, 10 seeds, t = 2000: ls 1 0.195, 1.25 0.138, 1.5 0.081, 1.75 0.062, 2 0.057, 2.5 0.046,
-3 0.056). Per seed, auto is as good as ls=2 where its fits stay >= 1.2 (0.05-0.07) and loses where
-they end short (seeds 8, 9: 0.37 and 0.77 -> 0.12): those runs sample the ripples near their
-incumbent, and their own data then prefer the short lengthscale (profile maxima at 0.4-1.0,
-ls=2 4-7 nats below). Rules tried (10 seeds, t = 2000; none kept):
-  * the smooth end of the likelihood-ratio interval (longest lengthscale within 1 or 2 nats of
-    the fit): Levy 0.083 / 0.077, Hartmann-6 0.30 / 0.59 (early flat likelihoods -> too long);
-  * the engine's GP centred on the fitted constant mean: Cadata 0.023, Levy 0.103;
-  * lam = the fitted noise / signal variance, floored at 0.1 (0.01): Levy 0.050 (0.074),
-    Branin 0.036 (0.042), Cadata 0.0127 (0.043) and 4x the time;
-  * the fit on uncentred values (the engine's zero-mean model): Levy 0.068, Hartmann-6 0.121,
-    Abalone 0.145.
+Levy with lam fixed: the bound prefers lengthscales ~1-1.5 (the function's ripples), regret
+prefers 2-2.5 (fixed, 10 seeds, t = 2000: ls 1 0.195, 1.25 0.138, 1.5 0.081, 1.75 0.062, 2 0.057,
+2.5 0.046, 3 0.056); auto lost where its fits ended short (0.37, 0.77 -> 0.12). Rules tried before
+the lam fit (10 seeds, t = 2000; not kept): the smooth end of the likelihood-ratio interval
+(longest lengthscale within 1 or 2 nats: Levy 0.083 / 0.077, Hartmann-6 0.30 / 0.59); the
+engine's GP centred on the fitted constant mean (Cadata 0.023, Levy 0.103); the fit on uncentred
+values (Levy 0.068, Hartmann-6 0.121, Abalone 0.145); lam fitted but beta at the fitted lam
+(its noise term grows as lam^-1/2: Cadata 0.0127 at floor 0.1).
 
 Usage::
 
