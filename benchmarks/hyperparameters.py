@@ -42,6 +42,10 @@ auto-ard is from before the lam fit::
     levy       2000  ls=2 0.0573   0.0441  -23%         0.0769 +34%      0.1097   +91%
     levy      10^4   ls=2 0.0305   0.0118  -61%         0.0387 +27%      0.0770  +152%
 
+Cadata at t = 2000 with 30 seeds (``--seeds 30 --problems cadata --only auto ls=8 ls=4``): best
+fixed ls=4 0.0059 (median 0.0041), ls=8 0.0144 (lock-ins), auto 0.0078 (+33%; median 0.0077), the
+previous default (lam fixed) 0.0071 (+20%): the one row that fails, and failed before too.
+
 CPU seconds per run (auto): Cadata 3.8 at t = 2000 and 14.9 at 10^4 (lam fixed: 0.78 and 2.3;
 more, shorter batches and a larger dictionary: 123 batches and 70 atoms at t = 2000 against 44
 and 35), the others 0.3-1.9. The lam floor: 0.2 and 0.3 left Cadata at 0.0074 / 0.0072 and cost
