@@ -43,6 +43,17 @@ def create_study(client, name: str = "s", **fields) -> dict:  # type: ignore[no-
     return response.json()
 
 
+def complete_trials(client, sid: int, trials: list[dict]) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Complete each handed-out trial with :func:`objective`; the completed trials."""
+    done: list[dict] = []
+    for trial in trials:
+        r = client.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
+                        json={"value": objective(list(trial["parameters"].values()))})
+        assert r.status_code == 200, r.text
+        done.append(r.json())
+    return done
+
+
 def run_rounds(client, sid: int, rounds: int) -> list[dict]:  # type: ignore[no-untyped-def]
     """``rounds`` asks of 3 trials (one worker id per round), each completed with
     :func:`objective`; the completed trials."""
@@ -51,10 +62,5 @@ def run_rounds(client, sid: int, rounds: int) -> list[dict]:  # type: ignore[no-
         answer = client.post(f"/v1/studies/{sid}/suggestions",
                              json={"worker_id": f"w{i}", "count": 3})
         assert answer.status_code == 200, answer.text
-        for trial in answer.json()["trials"]:
-            value = objective(list(trial["parameters"].values()))
-            r = client.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
-                            json={"value": value})
-            assert r.status_code == 200, r.text
-            done.append(r.json())
+        done += complete_trials(client, sid, answer.json()["trials"])
     return done

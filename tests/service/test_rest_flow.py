@@ -7,7 +7,7 @@ import io
 
 import numpy as np
 
-from .helpers import app_client, candidates, create_study, objective
+from .helpers import app_client, candidates, complete_trials, create_study, objective
 
 
 def _run(client, study_id: int, n: int, worker: str = "w") -> list[dict]:  # type: ignore[no-untyped-def]
@@ -17,12 +17,7 @@ def _run(client, study_id: int, n: int, worker: str = "w") -> list[dict]:  # typ
         answer = client.post(f"/v1/studies/{study_id}/suggestions",
                              json={"worker_id": worker, "count": 10}).json()
         assert answer["trials"], answer
-        for trial in answer["trials"]:
-            value = objective(list(trial["parameters"].values()))
-            r = client.post(f"/v1/studies/{study_id}/trials/{trial['id']}/complete",
-                            json={"value": value})
-            assert r.status_code == 200, r.text
-            done.append(r.json())
+        done += complete_trials(client, study_id, answer["trials"])
     return done
 
 
