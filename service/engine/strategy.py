@@ -33,6 +33,7 @@ from .goucb import GOUCBModel
 from .gssbo import GSSBOModel, ucb_beta
 from .hyperparameters import (
     REFIT_MIN_ARMS,
+    SMOOTHING,
     Hyperparameters,
     KernelState,
     Prior,
@@ -500,6 +501,7 @@ class Strategy:
         best arms many times, and with the replicates the noise would be pinned at the
         observation noise and the lengthscale shrunk until the arms' means are interpolated;
         one value per arm lets the noise term absorb what no smooth function explains.
+        The kernel runs on SMOOTHING times a kept fit's lengthscales.
         """
         cfg, current = self.config, self._hyper
         if cfg.hyperparameters == "fixed" or cfg.strategy in ("uniform", *_LITERATURE):
@@ -514,9 +516,10 @@ class Strategy:
         values = sums / counts
         exact = (cfg.strategy in _EXACT or len(dictionary) == 0
                  or (current.variance is None and len(arms) <= EXACT_FIT_ARMS))
-        last = None
+        last = None  # the last kept fit, the start of this one
         if current.variance is not None and current.noise is not None:
-            last = Hyperparameters(current.lengthscale, current.variance, current.noise)
+            last = Hyperparameters(tuple(v / SMOOTHING for v in current.lengthscale),
+                                   current.variance, current.noise)
         rng = self._rng(STREAM_HYPER, b + 1)
         inducing = None
         if not exact:  # at most FIT_INDUCING atoms, a seeded subset: the bound costs O(n m^2)
@@ -530,8 +533,8 @@ class Strategy:
         if not result.significant:  # the values look like white noise: keep the kernel
             return KernelState(current.lengthscale, current.lam, current.variance, current.noise,
                                n)
-        return KernelState(fitted.lengthscale, fitted_lam(fitted, cfg.lam), fitted.variance,
-                           fitted.noise, n)
+        return KernelState(tuple(SMOOTHING * v for v in fitted.lengthscale),
+                           fitted_lam(fitted, cfg.lam), fitted.variance, fitted.noise, n)
 
     def _components(self, b: int, start: int) -> tuple[Selector, StoppingRule]:
         cfg = self.config

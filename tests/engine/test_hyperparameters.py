@@ -9,6 +9,7 @@ from scipy import optimize
 from service.engine import ConfigError, EngineConfig, Strategy
 from service.engine.hyperparameters import (
     LAM_FLOOR,
+    SMOOTHING,
     Prior,
     exact_log_likelihood,
     fit,
@@ -197,6 +198,38 @@ def test_refits_happen_only_at_batch_openings_and_restore_installs_them(override
             expected = out
     assert out == expected
     assert restored.hyperparameters == live.hyperparameters
+
+
+def test_the_kernel_runs_on_the_kept_fits_lengthscale_times_smoothing(monkeypatch):
+    """Each kept fit sets the kernel to SMOOTHING x its lengthscales (ARD: each of them), and
+    the next fit starts from the fit's own values, not the smoothed ones."""
+    import service.engine.strategy as strategy_module
+
+    calls: list[tuple[object, object]] = []
+
+    def recording_fit(*args, **kwargs):  # the real fit; records its start and its result
+        result = fit(*args, **kwargs)
+        calls.append((kwargs["start"], result))
+        return result
+
+    monkeypatch.setattr(strategy_module, "fit", recording_fit)
+    X, f = smooth_problem(n=300, d=2, seed=4)
+    strategy = Strategy(X, _auto_config(ard=True))
+    run(strategy, f, 250, np.random.default_rng(0))
+    kept = [result for _, result in calls if result.significant]
+    assert len(kept) >= 2
+    used = [tuple(b.hyperparameters["lengthscale"]) for b in strategy.batches
+            if b.hyperparameters["variance"] is not None]
+    used = list(dict.fromkeys(used))  # one entry per kept fit
+    assert len(used) == len(kept)
+    for lengthscale, result in zip(used, kept, strict=True):
+        np.testing.assert_allclose(lengthscale,
+                                   SMOOTHING * np.array(result.hyperparameters.lengthscale))
+    last = None  # the next fit starts from the last kept fit's own lengthscales
+    for start, result in calls:
+        if last is not None:
+            np.testing.assert_allclose(start.lengthscale, last.hyperparameters.lengthscale)
+        last = result if result.significant else last
 
 
 def test_default_lengthscale_is_the_median_distance_of_normalised_candidates():
