@@ -25,51 +25,72 @@ Hartmann-6 runs are bimodal (stuck at the local maximum for good, RR ~0.23-0.29,
 ~0.01-0.06): means need >= 10 seeds (with 5, one trapped seed more or less swings the mean by
 50-100%); the per-configuration table also gives the median.
 
-Figures (auto vs the best fixed bandwidth, mean RR; T = 2000: 10 seeds; T = 10^4: Hartmann-6 and
-Branin 10 seeds, Levy 5, Abalone and Cadata 3). ``auto`` fits lam too (lam = noise / signal
-variance of the kept fit, floored at 0.1 lam_cfg); ``auto, lam fixed`` is the previous default;
-auto-ard is from before the lam fit::
+Figures (mean RR; auto = the engine's default: the lengthscale and lam fitted, the kernel on
+SMOOTHING = 1.25 x the fitted lengthscale; "auto, MAP" = the same with the kernel on the fitted
+lengthscale itself, ``--smoothing 1``, the previous default; auto-ard at T = 2000, 10 seeds).
+T = 2000: 30 seeds, Cadata 100; T = 10^4: 10 seeds, Abalone 5, Cadata 20::
 
-    problem       t  best fixed    auto    auto/best-1  auto, lam fixed  auto-ard (lam fixed)
-    abalone    2000  ls=4 0.1130   0.1162   +2.8%       0.1166  +3.2%    0.1166    +3.2%
-    abalone   10^4   ls=4 0.1069   0.1071   +0.2%       0.1072  +0.3%    0.1072    +0.3%
-    cadata     2000  ls=8 0.0063   0.0073  +16%         0.0068  +7.9%    0.0109   +73%
-    cadata    10^4   ls=4 0.0025   0.0027   +8.0%       0.0020 -20%      0.0057  +128%
-    branin     2000  ls=2 0.0825   0.0257  -69%         0.0750  -9.1%    0.0671   -19%
-    branin    10^4   ls=1 0.0320   0.0120  -63%         0.0298  -6.9%    0.0251   -22%
-    hartmann6  2000  ls=1 0.0841   0.0610  -27%         0.0627 -25%      0.0748   -11%
-    hartmann6 10^4   ls=1 0.0751   0.0300  -60%         0.0304 -60%      0.0328   -56%
-    levy       2000  ls=2 0.0573   0.0441  -23%         0.0769 +34%      0.1097   +91%
-    levy      10^4   ls=2 0.0305   0.0118  -61%         0.0387 +27%      0.0770  +152%
+    problem       t  best fixed    auto    auto/best-1  auto, MAP        auto-ard
+    abalone    2000  ls=4 0.1129   0.1151   +2.0%       0.1151  +2.0%    0.1164   +3.1%
+    abalone   10^4   ls=4 0.1066   0.1077   +1.0%
+    cadata     2000  ls=4 0.0055   0.0064  +16%         0.0074 +35%      0.0086  +56%
+    cadata    10^4   ls=4 0.0027   0.0017  -37%
+    branin     2000  ls=2 0.0812   0.0240  -70%         0.0262 -68%      0.0215  -74%
+    branin    10^4   ls=1 0.0320   0.0100  -69%
+    hartmann6  2000  ls=1 0.0713   0.0528  -26%         0.0678  -5%      0.0461  -35%
+    hartmann6 10^4   ls=1 0.0751   0.0083  -89%
+    levy       2000  ls=2 0.0552   0.0359  -35%         0.0444 -20%      0.0476  -14%
+    levy      10^4   ls=2 0.0307   0.0096  -69%
 
-Cadata at t = 2000 with 30 seeds (``--seeds 30 --problems cadata --only auto ls=8 ls=4``): best
-fixed ls=4 0.0059 (median 0.0041), ls=8 0.0144 (lock-ins), auto 0.0078 (+33%; median 0.0077), the
-previous default (lam fixed) 0.0071 (+20%): the one row that fails, and failed before too.
+Cadata at T = 2000 is the one miss. Cumulative regret, auto against ls=4 (100 seeds): 3.38
+against 2.56 after 10 steps, 7.69 against 6.63 after 2000: 3/4 of the gap is lost before any fit
+(at least 20 distinct arms), with the median distance 2.99 as the lengthscale, where ls=3 costs
+what auto does (3.33). Tried and not kept (cumulative regret, Cadata 100 seeds unless said;
+auto 8.93 before SMOOTHING, 7.69 with it): the first lengthscale 1.2x the median distance (8.93,
+before SMOOTHING) or 1.4x (12.8: two seeds locked on one arm for the whole run, regret 206 and
+236, as ls=5 and ls=8 do); 1.25x / 1.4x for both the first lengthscale and SMOOTHING (9.56 /
+10.6, one / two lock-ins); the same with the first lam at 0.1 lam_cfg (11.8 / 4.67; for 1.4x,
+Hartmann-6 112 -> 722 and Abalone 158 -> 262, 10 seeds); SMOOTHING 1.5 (Hartmann-6 176 against
+97 at 1.25, 30 seeds); keeping the incumbent lengthscale unless the fit beats it by BIC (8.20;
+Hartmann-6 112 -> 642, 10 seeds); the confidence width scaled by the fitted signal sd (Cadata
+5.89 against 9.45 on 30 seeds, but Hartmann-6 never leaves its local maximum); Yeo-Johnson on
+the skewed columns (Abalone 158 -> 185, 10 seeds). Fixed bandwidths at T = 2000 (100 seeds):
+ls=2 0.0129, ls=4 0.0055, ls=8 0.0283 (median 0.0066: lock-ins); lam = 0.1 with ls=4 gives
+0.0049.
 
-CPU seconds per run (auto): Cadata 3.8 at t = 2000 and 14.9 at 10^4 (lam fixed: 0.78 and 2.3;
-more, shorter batches and a larger dictionary: 123 batches and 70 atoms at t = 2000 against 44
-and 35), the others 0.3-1.9. The lam floor: 0.2 and 0.3 left Cadata at 0.0074 / 0.0072 and cost
-Levy 0.056 / 0.063; 0.03 and 0.01 gave Cadata 0.0087 / 0.0079 (t = 2000, 10 seeds).
+CPU seconds per run, auto against the best fixed bandwidth: Cadata 1.67 against 0.33 at
+T = 2000 (fits 0.12) and 5.19 against 1.21 at 10^4 (fits 0.28); Abalone 0.20 / 0.15 and
+0.72 / 0.65; the test functions 0.3-0.5 against 0.15 at T = 2000, 0.9-1.2 against 0.6 at 10^4
+(fits 0.1-0.4 s). Before SMOOTHING, Cadata took 3.8 and 14.9 s (more, shorter batches and a
+larger dictionary).
 
-Hartmann-6 medians: auto 0.0431 / 0.0086 against ls=1's 0.0147 / 0.0029 (t = 2000 / 10^4): ls=1
-finds the global maximum within ~20-30 steps, while Titsias' bound is flat in the lengthscale
-until ~45 distinct arms (profile differences < 1 nat at 20-35 arms), so auto runs with the median
-heuristic's 3.4 for its first ~50-70 steps; it is trapped less often (1/10 seeds against 3/10).
-Levy with lam fixed: the bound prefers lengthscales ~1-1.5 (the function's ripples), regret
-prefers 2-2.5 (fixed, 10 seeds, t = 2000: ls 1 0.195, 1.25 0.138, 1.5 0.081, 1.75 0.062, 2 0.057,
-2.5 0.046, 3 0.056); auto lost where its fits ended short (0.37, 0.77 -> 0.12). Rules tried before
-the lam fit (10 seeds, t = 2000; not kept): the smooth end of the likelihood-ratio interval
-(longest lengthscale within 1 or 2 nats: Levy 0.083 / 0.077, Hartmann-6 0.30 / 0.59); the
-engine's GP centred on the fitted constant mean (Cadata 0.023, Levy 0.103); the fit on uncentred
-values (Levy 0.068, Hartmann-6 0.121, Abalone 0.145); lam fitted but beta at the fitted lam
-(its noise term grows as lam^-1/2: Cadata 0.0127 at floor 0.1).
+Hartmann-6 runs are bimodal (at the local maximum for good, RR ~0.2-0.3, or not, RR ~0.01-0.06):
+its means need >= 10 seeds (the medians at T = 10^4: auto 0.0082, ls=1 0.0029).
+The lam floor (0.1 lam_cfg; fits on a few dozen arms put the noise 10-30x below later values):
+0.2 and 0.3 left Cadata at 0.0074 / 0.0072 and cost Levy 0.056 / 0.063; 0.03 and 0.01 gave
+Cadata 0.0087 / 0.0079 (before SMOOTHING, T = 2000, 10 seeds). Rules tried before the lam fit
+(10 seeds, T = 2000; not kept): the smooth end of the likelihood-ratio interval (Levy 0.083 /
+0.077, Hartmann-6 0.30 / 0.59); the engine's GP centred on the fitted constant mean (Cadata
+0.023, Levy 0.103); the fit on uncentred values (Levy 0.068, Hartmann-6 0.121, Abalone 0.145);
+beta at the fitted lam (its noise term grows as lam^-1/2: Cadata 0.0127).
 
 Usage::
 
     python benchmarks/hyperparameters.py --quick          # T = 500, 1 seed, < 1 min
-    nice -n 19 python benchmarks/hyperparameters.py --T 2000 --seeds 10
-    nice -n 19 python benchmarks/hyperparameters.py --T 10000 --seeds 10 --problems hartmann6 branin
-    nice -n 19 python benchmarks/hyperparameters.py --T 10000 --seeds 3 --problems abalone cadata
+    nice -n 19 python benchmarks/hyperparameters.py --T 2000 --seeds 30 --no-ard \
+        --problems branin hartmann6 levy                                   # ~2 min
+    nice -n 19 python benchmarks/hyperparameters.py --T 2000 --seeds 30 --problems abalone \
+        --only auto ls=1 ls=2 ls=4 ls=8
+    nice -n 19 python benchmarks/hyperparameters.py --T 2000 --seeds 100 --problems cadata \
+        --only auto ls=2 ls=4 ls=8                                         # ~5 min
+    nice -n 19 python benchmarks/hyperparameters.py --T 10000 --seeds 10 \
+        --problems branin hartmann6 levy --only auto ls=1 ls=2 ls=4
+    nice -n 19 python benchmarks/hyperparameters.py --T 10000 --seeds 5 --problems abalone \
+        --only auto ls=2 ls=4 ls=8
+    nice -n 19 python benchmarks/hyperparameters.py --T 10000 --seeds 20 --problems cadata \
+        --only auto ls=4 ls=8
+    nice -n 19 python benchmarks/hyperparameters.py --T 2000 --seeds 10 --only auto-ard
+    ... --only auto --smoothing 1                                  # the "auto, MAP" column
 """
 
 from __future__ import annotations
@@ -106,6 +127,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-ard", action="store_true", help="skip the auto-ard configuration")
     p.add_argument("--only", nargs="+", default=None, metavar="CONFIG",
                    help="run only these configurations (e.g. auto ls=4)")
+    p.add_argument("--smoothing", type=float, default=None,
+                   help="auto's lengthscale factor (default: the engine's SMOOTHING; 1 = the MAP)")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "hyper")
     args = p.parse_args(argv)
     if args.quick:
@@ -177,6 +200,8 @@ def run_one(problem: Problem, config: dict[str, Any], T: int, seed: int) -> dict
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.smoothing is not None:
+        strategy_module.SMOOTHING = args.smoothing
     args.out.mkdir(parents=True, exist_ok=True)
     configs = configurations(args)
     mark = min(2000, args.T)
