@@ -45,7 +45,11 @@ T = 2000: 30 seeds, Cadata 100; T = 10^4: 10 seeds, Abalone 5, Cadata 20::
 Cadata at T = 2000 is the one miss. Cumulative regret, auto against ls=4 (100 seeds): 3.38
 against 2.56 after 10 steps, 7.69 against 6.63 after 2000: 3/4 of the gap is lost before any fit
 (at least 20 distinct arms), with the median distance 2.99 as the lengthscale, where ls=3 costs
-what auto does (3.33). Tried and not kept (cumulative regret, Cadata 100 seeds unless said;
+what auto does (3.33). A longer start locks in more often elsewhere: the RMS distance
+sqrt(2 sum_j Var(x_j)) as the start (sqrt(2d) z-scored: Cadata 4.0, Abalone 4.5) gave Cadata
+0.0058 (+5.5%) but Abalone 0.1283 (100 seeds; +10% against ls=4's 0.1164, the median start
+0.1187): 6 of 100 seeds locked on one arm (RR 0.32-0.43), 2 with the median start, 1 at ls=4.
+Tried and not kept (cumulative regret, Cadata 100 seeds unless said;
 auto 8.93 before SMOOTHING, 7.69 with it): the first lengthscale 1.2x the median distance (8.93,
 before SMOOTHING) or 1.4x (12.8: two seeds locked on one arm for the whole run, regret 206 and
 236, as ls=5 and ls=8 do); 1.25x / 1.4x for both the first lengthscale and SMOOTHING (9.56 /
