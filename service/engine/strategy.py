@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -531,8 +531,7 @@ class Strategy:
                      restarts=2 if last is None else 0, max_points=500 if exact else 2000)
         fitted = result.hyperparameters
         if not result.significant:  # the values look like white noise: keep the kernel
-            return KernelState(current.lengthscale, current.lam, current.variance, current.noise,
-                               n)
+            return replace(current, fitted_at=n)
         return KernelState(tuple(SMOOTHING * v for v in fitted.lengthscale),
                            fitted_lam(fitted, cfg.lam), fitted.variance, fitted.noise, n)
 
