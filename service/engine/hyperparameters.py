@@ -216,11 +216,23 @@ def median_distance(X: np.ndarray, rng: np.random.Generator, max_points: int = 1
     return float(np.median(dist)) if len(dist) else 1.0
 
 
+def rms_distance(X: np.ndarray) -> float:
+    """Root mean square distance between two independently drawn rows, sqrt(2 sum_j Var_j)
+    (sqrt(2 d) on z-scored columns): the automatic lengthscale's start and prior centre.
+
+    O(A d) and deterministic. Longer than the median distance where the rows cluster (Cadata
+    4.0 against 3.0, whose best fixed bandwidth is 4: the shorter start cost 3/4 of auto's regret
+    gap there, before any fit). Returns 1.0 if every row is the same.
+    """
+    rms = math.sqrt(2.0 * float(np.var(X, axis=0).sum()))
+    return rms if rms > 0 else 1.0
+
+
 @dataclass(frozen=True)
 class Prior:
     """Independent weak log-normal priors and box bounds on the log parameters.
 
-    Centres: lengthscale ``lengthscale`` (e.g. the median heuristic), signal variance 1 and noise
+    Centres: lengthscale ``lengthscale`` (e.g. :func:`rms_distance`), signal variance 1 and noise
     variance ``noise`` (y is standardised before fitting). ``sd`` is the prior's standard
     deviation in log space (1: a factor e either way); the bounds are centre * / ``span`` (noise:
     [1e-6, 1]). Defaults chosen with benchmarks/hyperparameters.py (a noise centre of 0.01
@@ -267,7 +279,7 @@ class FitResult:
         """BIC prefers the fitted GP to white noise, evidence > (q + 1)/2 log n (q lengthscales
         and the signal variance are the extra parameters), or to the incumbent lengthscales,
         gain > q/2 log n: a lengthscale the data contradict is not kept just because the data
-        do not yet beat white noise (the median heuristic's 3.4 on Hartmann-6, where the
+        do not yet beat white noise (the start's 3.5 on Hartmann-6, where the
         bound prefers 1 by several nats from ~45 arms on, benchmarks/hyperparameters.py)."""
         q = len(self.hyperparameters.lengthscale)
         return (self.evidence > _bic_penalty(q + 1, self.n_points)
@@ -426,7 +438,7 @@ class KernelState:
     """The hyper-parameters one batch uses; persisted with the batch so a restore installs them.
 
     ``lengthscale``: 1 value (isotropic) or d (ARD), in the engine's (normalised) units: the
-    median heuristic before a fit is kept, then SMOOTHING times the kept fit's;
+    RMS distance (:func:`rms_distance`) before a fit is kept, then SMOOTHING times the kept fit's;
     ``lam``: the regulariser (auto: :func:`fitted_lam` of the last accepted fit, else the
     configured one); ``variance`` and ``noise``: the last accepted fit's signal and
     noise variance in the units of the values (None before); ``fitted_at``: observations at the

@@ -39,8 +39,8 @@ from .hyperparameters import (
     Prior,
     fit,
     fitted_lam,
-    median_distance,
     refit_due,
+    rms_distance,
 )
 from .kernels import Kernel, make_kernel
 from .normalize import choose_scaling
@@ -53,7 +53,7 @@ STREAM_SELECT, STREAM_DICTIONARY, STREAM_DESIGN, STREAM_HYPER = 0, 1, 2, 3
 _EXACT = ("gp-ucb", "gp-bucb")
 #: Until a fit has been kept, and up to this many distinct observed arms, the sparse strategies
 #: fit by the exact likelihood: Titsias' bound with a dictionary drawn at the (often too long)
-#: median-distance start is far below the exact likelihood at shorter lengthscales, which a few
+#: start is far below the exact likelihood at shorter lengthscales, which a few
 #: atoms cannot express, so the refit never left the start (Levy-20: 6.3 to T = 1000 where
 #: GP-BUCB fits 1.7). Exact costs O(n^3) per evaluation, a few ms at this size.
 EXACT_FIT_ARMS = 300
@@ -150,6 +150,7 @@ class Strategy:
         self._literature = self._literature_model()
         self.batches: list[BatchInfo] = []
         self.replay_mismatches = 0
+        self._distinct: np.ndarray | None = None  # the batch's blocked arms, see _distinct_arms
 
     # ------------------------------------------------------------------ public surface
     @property
@@ -355,6 +356,8 @@ class Strategy:
         if replay_arm is None:
             self._records.append(arm=arm, batch=self._batch, kind=SUGGESTED, status=PENDING,
                                  value=math.nan, folded=-1, var_start=variance)
+        if self._distinct is not None and np.count_nonzero(~self._distinct) > 1:
+            self._distinct[arm] = True  # never blocks every arm
         reason = self._rule.closes(arm)  # before the update: GP-BUCB needs sigma^2_{s-1}(x_s)
         self._posterior.add_pending(arm)
         info = self.batches[-1]
@@ -416,7 +419,10 @@ class Strategy:
         self._posterior = self._build_posterior(pulled, observed)
         self._selector, self._rule = self._components(b, start)
         self._rule.start(self._posterior)
-        self._selector.start(self._posterior, self._width(observed), self._blocked(start, b))
+        blocked = self._blocked(start, b)
+        self._distinct = self._distinct_arms(start, blocked)
+        self._selector.start(self._posterior, self._width(observed),
+                             blocked if self._distinct is None else self._distinct)
         self._closed = False
         seconds = time.perf_counter() - started if math.isfinite(started) else math.nan
         self.batches.append(BatchInfo(b, start, len(dictionary),
@@ -441,6 +447,25 @@ class Strategy:
                                  "propose", field="candidates")
         return blocked
 
+    def _distinct_arms(self, start: int, blocked: np.ndarray | None) -> np.ndarray | None:
+        """Before the first fit of automatic hyper-parameters, while fewer than REFIT_MIN_ARMS
+        distinct arms have been proposed, the batch proposes no arm twice: the arms proposed
+        so far are blocked, and :meth:`_select` blocks each new one for the rest of the batch.
+
+        A repeated arm says nothing about the lengthscale, and UCB on the start's lengthscale
+        could repeat one arm for the whole run and never reach a fit (Abalone, explore = 0.1:
+        6 of 100 seeds, regret ratio 0.32-0.43 against 0.12; benchmarks/hyperparameters.py).
+        Returns the batch's blocked mask (``blocked`` included), None outside that phase.
+        """
+        if not self._fits_kernel or self._hyper.fitted_at > 0:
+            return None
+        proposed = np.unique(self._records.arm[:start])
+        if len(proposed) >= min(REFIT_MIN_ARMS, self.n_arms):
+            return None
+        mask = np.zeros(self.n_arms, dtype=bool) if blocked is None else blocked.copy()
+        mask[proposed] = True
+        return None if mask.all() else mask
+
     def _build_posterior(self, pulled: np.ndarray, observed: np.ndarray) -> Any:
         cfg = self.config
         if cfg.strategy in _LITERATURE:
@@ -461,7 +486,7 @@ class Strategy:
 
     # ------------------------------------------------------------------ hyper-parameters
     def _initial_kernel_state(self) -> KernelState:
-        """The config's kernel ("fixed"), else the median-distance lengthscale ("auto")."""
+        """The config's kernel ("fixed"), else the RMS-distance lengthscale ("auto")."""
         cfg = self.config
         if cfg.hyperparameters == "fixed":
             lengthscale = cfg.kernel.params().get("lengthscale")
@@ -469,10 +494,11 @@ class Strategy:
         return KernelState((self._prior_lengthscale(),), cfg.lam)
 
     def _prior_lengthscale(self) -> float:
-        """Median pairwise distance of a seeded subsample of the normalised candidates."""
-        if not hasattr(self, "_median"):  # O(1000^2 d) once per object
-            self._median = median_distance(self._normalized, self._rng(STREAM_HYPER, 0))
-        return self._median
+        """The automatic start and prior centre: :func:`rms_distance` of the normalised
+        candidates."""
+        if not hasattr(self, "_start_lengthscale"):
+            self._start_lengthscale = rms_distance(self._normalized)
+        return self._start_lengthscale
 
     def _install_kernel(self, state: KernelState) -> None:
         """Kernel, lam and engine view of the candidates for ``state`` (ARD: columns rescaled
@@ -493,6 +519,13 @@ class Strategy:
         if cfg.strategy in _EXACT and (self._exact is None or changed):
             self._exact = ExactPosterior(kernel, self._X, state.lam)
 
+    @property
+    def _fits_kernel(self) -> bool:
+        """Whether the strategy refits its kernel hyper-parameters (GSSBO and GO-UCB fit their
+        own models)."""
+        return self.config.hyperparameters == "auto" and self.config.strategy not in (
+            "uniform", *_LITERATURE)
+
     def _refit(self, b: int, start: int, dictionary: np.ndarray) -> KernelState:
         """Batch b's hyper-parameters: refit by marginal likelihood when the schedule says so.
 
@@ -504,7 +537,7 @@ class Strategy:
         The kernel runs on SMOOTHING times a kept fit's lengthscales.
         """
         cfg, current = self.config, self._hyper
-        if cfg.hyperparameters == "fixed" or cfg.strategy in ("uniform", *_LITERATURE):
+        if not self._fits_kernel:
             return current
         observed = self._masks(start, b)[1]
         n = int(np.count_nonzero(observed))

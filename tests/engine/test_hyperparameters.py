@@ -9,11 +9,13 @@ from scipy import optimize
 from service.engine import ConfigError, EngineConfig, Strategy
 from service.engine.hyperparameters import (
     LAM_FLOOR,
+    REFIT_MIN_ARMS,
     SMOOTHING,
     Prior,
     exact_log_likelihood,
     fit,
     median_distance,
+    rms_distance,
     sparse_log_likelihood,
     squared_distances,
 )
@@ -232,16 +234,49 @@ def test_the_kernel_runs_on_the_kept_fits_lengthscale_times_smoothing(monkeypatc
         last = result if result.significant else last
 
 
-def test_default_lengthscale_is_the_median_distance_of_normalised_candidates():
+def test_default_lengthscale_is_the_rms_distance_of_normalised_candidates():
     X, _ = smooth_problem(n=200, d=3, seed=1)
+    X[:, 2] = X[:, 2] ** 3  # a skewed column: unit scaling then differs from sqrt(2 d)
     a = Strategy(X, EngineConfig())
     b = Strategy(100.0 * X - 7.0, EngineConfig())  # same candidates in other units
     (lengthscale,) = a.hyperparameters.lengthscale
     assert b.hyperparameters.lengthscale[0] == pytest.approx(lengthscale, rel=1e-12)
-    Z = (X - X.mean(0)) / X.std(0)
-    d = np.sqrt(((Z[:, None] - Z[None]) ** 2).sum(-1))[np.triu_indices(len(Z), 1)]
-    assert lengthscale == pytest.approx(np.median(d))
+    for normalize, Z in [("zscore", (X - X.mean(0)) / X.std(0)),
+                         ("unit", (X - X.min(0)) / np.ptp(X, axis=0))]:
+        squared = ((Z[:, None] - Z[None]) ** 2).sum(-1)  # both rows drawn independently
+        (start,) = Strategy(X, EngineConfig(normalize=normalize)).hyperparameters.lengthscale
+        assert start == pytest.approx(np.sqrt(squared.mean()), rel=1e-10)
+    assert lengthscale == pytest.approx(np.sqrt(6.0))  # sqrt(2 d) once z-scored
     assert a.hyperparameters.fitted_at == 0 and a.hyperparameters.variance is None
+    assert rms_distance(np.ones((4, 2))) == 1.0
+
+
+@pytest.mark.parametrize("n_arms", [300, 12])
+def test_before_the_first_fit_no_arm_is_proposed_twice(n_arms):
+    """Near-greedy UCB (explore 1e-3) pulls its best early arm again and again and would never
+    collect the REFIT_MIN_ARMS distinct arms a fit needs. With automatic hyper-parameters the
+    batches opened before the first fit propose distinct arms until there are that many (or
+    every candidate has been proposed); the fit follows at the next opening."""
+    X, f = smooth_problem(n=n_arms, d=2, seed=3)
+    auto = Strategy(X, _auto_config(explore=1e-3))
+    run(auto, f, 60, np.random.default_rng(0))
+    arms, batches = auto.records["arm"], auto.records["batch"]
+    phase = [info.index for info in auto.batches
+             if info.hyperparameters["fitted_at"] == 0
+             and len(np.unique(arms[batches < info.index])) < min(REFIT_MIN_ARMS, n_arms)]
+    early = arms[np.isin(batches, phase)]
+    assert len(np.unique(early)) == len(early) >= min(REFIT_MIN_ARMS, n_arms)
+    if n_arms > REFIT_MIN_ARMS:  # the fit comes at the first opening after them
+        first_fit = next(info for info in auto.batches if info.hyperparameters["fitted_at"])
+        assert first_fit.index == max(phase) + 1
+    else:  # every arm proposed: then UCB is free to repeat
+        assert len(early) == n_arms and len(np.unique(arms)) == n_arms
+    # the same near-greedy UCB on the start's lengthscale, fixed: it repeats itself at once
+    (start,) = auto.batches[0].hyperparameters["lengthscale"]
+    fixed = Strategy(X, _auto_config(explore=1e-3, normalize="zscore",
+                                     kernel={"name": "rbf", "lengthscale": start}))
+    fixed_arms = run(fixed, f, 60, np.random.default_rng(0))
+    assert len(np.unique(fixed_arms[: len(early)])) < len(early)
 
 
 def test_fixed_hyperparameters_never_change():
@@ -274,7 +309,7 @@ def test_config_round_trip_keeps_the_resolved_options():
 
 
 def test_a_sparse_strategy_leaves_a_too_long_start_like_the_exact_fit_would():
-    """Levy-20: the median-distance start (6.3) is far too long. Titsias' bound with the
+    """Levy-20: the start (sqrt(2 d) = 6.3) is far too long. Titsias' bound with the
     dictionary drawn at 6.3 cannot express short lengthscales, so BBKB's refits used to be
     rejected and it kept 6.3 to T = 1000 (regret ratio 0.7 vs GP-BUCB's 0.18); until a fit is
     kept it now fits by the exact likelihood, as GP-BUCB does, and leaves the start."""
@@ -283,7 +318,7 @@ def test_a_sparse_strategy_leaves_a_too_long_start_like_the_exact_fit_would():
     strategy = Strategy(raw.candidates, strategy="bbkb", mode="sync", seed=0, explore=0.1,
                         oversampling=2.0)
     start = strategy.hyperparameters.lengthscale[0]
-    run(strategy, f, 180, np.random.default_rng(0))
+    run(strategy, f, 200, np.random.default_rng(0))
     fitted = [b for b in strategy.batches if b.hyperparameters["variance"] is not None]
-    assert fitted and fitted[0].hyperparameters["fitted_at"] < 180
+    assert fitted and fitted[0].hyperparameters["fitted_at"] < 200
     assert strategy.hyperparameters.lengthscale[0] < 0.5 * start
