@@ -156,7 +156,10 @@ class BatchPublic(BaseModel):
     index: int
     start_t: int
     size: int
-    stop_reason: str | None
+    stop_reason: str | None = Field(description="Why the batch closed (None: still open): "
+                                    "global / local (BBKB Lemmas 1 / 3), product (GP-BUCB), "
+                                    "sequential, fixed, initial (the initial design) or repeat "
+                                    "(before the first kernel fit, at the first repeated arm).")
     dictionary_size: int
     embedding_dim: int
     hyperparameters: dict[str, Any] | None = Field(

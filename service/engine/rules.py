@@ -116,3 +116,22 @@ class FixedSizeRule:
     def closes(self, arm: int) -> str | None:
         self.count += 1
         return self.reason if self.count >= self.size else None
+
+
+class UntilRepeatRule:
+    """``rule``, and close as soon as the batch repeats one of its arms (used before the first
+    kernel fit, so that each batch brings new arms to fit on)."""
+
+    def __init__(self, rule: StoppingRule) -> None:
+        self.rule = rule
+
+    def start(self, posterior: BatchPosterior) -> None:
+        self.rule.start(posterior)
+        self._arms: set[int] = set()
+
+    def closes(self, arm: int) -> str | None:
+        reason = self.rule.closes(arm)  # always: the inner rule accumulates
+        if arm in self._arms:
+            return "repeat"
+        self._arms.add(arm)
+        return reason

@@ -15,10 +15,6 @@ import numpy as np
 
 
 class Selector(Protocol):
-    """``blocked``: a boolean mask of arms never to propose (None: none). The strategy may block
-    more arms in place during the batch (before the first kernel fit, each proposed arm), so a
-    selector reads it at each selection, not once at the start."""
-
     def start(self, posterior: object, width: float,
               blocked: np.ndarray | None = None) -> None: ...
 
@@ -108,13 +104,14 @@ class EpsilonGreedy:
 
     def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
               blocked: np.ndarray | None = None) -> None:
-        self.mean, self.blocked = posterior.mean.copy(), blocked
+        self.mean = posterior.mean.copy()
+        self.allowed = None if blocked is None else np.flatnonzero(~blocked)
+        if blocked is not None:
+            self.mean[blocked] = -np.inf
 
     def select(self, rng: np.random.Generator) -> int:
         if rng.random() < self.epsilon:
-            return _uniform(rng, len(self.mean), self.blocked)
-        if self.blocked is not None:
-            self.mean[self.blocked] = -np.inf
+            return _uniform(rng, len(self.mean), self.allowed)
         arm = int(np.argmax(self.mean))
         self.mean[arm] = -np.inf if np.isfinite(self.mean).sum() > 1 else self.mean[arm]
         return arm
@@ -125,10 +122,11 @@ class Uniform:
 
     def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
               blocked: np.ndarray | None = None) -> None:
-        self.n_arms, self.blocked = len(posterior.variance_start), blocked
+        self.n_arms = len(posterior.variance_start)
+        self.allowed = None if blocked is None else np.flatnonzero(~blocked)
 
     def select(self, rng: np.random.Generator) -> int:
-        return _uniform(rng, self.n_arms, self.blocked)
+        return _uniform(rng, self.n_arms, self.allowed)
 
 
 class Design:
@@ -147,9 +145,8 @@ class Design:
         return arm
 
 
-def _uniform(rng: np.random.Generator, n_arms: int, blocked: np.ndarray | None) -> int:
-    """A uniform arm, among the ones not blocked."""
-    if blocked is None:
+def _uniform(rng: np.random.Generator, n_arms: int, allowed: np.ndarray | None) -> int:
+    """A uniform arm, among the allowed ones if some are blocked."""
+    if allowed is None:
         return int(rng.integers(n_arms))
-    allowed = np.flatnonzero(~blocked)
     return int(allowed[rng.integers(len(allowed))])

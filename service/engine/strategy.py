@@ -46,7 +46,15 @@ from .kernels import Kernel, make_kernel
 from .normalize import choose_scaling
 from .nystrom import NystromPosterior
 from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Records, Selection
-from .rules import CombinedRule, FixedSizeRule, GlobalRule, LocalRule, ProductRule, StoppingRule
+from .rules import (
+    CombinedRule,
+    FixedSizeRule,
+    GlobalRule,
+    LocalRule,
+    ProductRule,
+    StoppingRule,
+    UntilRepeatRule,
+)
 from .selectors import Design, EpsilonGreedy, LazyUCB, Selector, Thompson, Uniform
 
 STREAM_SELECT, STREAM_DICTIONARY, STREAM_DESIGN, STREAM_HYPER = 0, 1, 2, 3
@@ -150,7 +158,6 @@ class Strategy:
         self._literature = self._literature_model()
         self.batches: list[BatchInfo] = []
         self.replay_mismatches = 0
-        self._distinct: np.ndarray | None = None  # the batch's blocked arms, see _distinct_arms
 
     # ------------------------------------------------------------------ public surface
     @property
@@ -356,8 +363,6 @@ class Strategy:
         if replay_arm is None:
             self._records.append(arm=arm, batch=self._batch, kind=SUGGESTED, status=PENDING,
                                  value=math.nan, folded=-1, var_start=variance)
-        if self._distinct is not None and np.count_nonzero(~self._distinct) > 1:
-            self._distinct[arm] = True  # never blocks every arm
         reason = self._rule.closes(arm)  # before the update: GP-BUCB needs sigma^2_{s-1}(x_s)
         self._posterior.add_pending(arm)
         info = self.batches[-1]
@@ -418,11 +423,12 @@ class Strategy:
         pulled, observed = self._masks(start, b)
         self._posterior = self._build_posterior(pulled, observed)
         self._selector, self._rule = self._components(b, start)
+        proposed = self._proposed_before_fit(start)
+        if proposed is not None:
+            self._rule = UntilRepeatRule(self._rule)
         self._rule.start(self._posterior)
-        blocked = self._blocked(start, b)
-        self._distinct = self._distinct_arms(start, blocked)
         self._selector.start(self._posterior, self._width(observed),
-                             blocked if self._distinct is None else self._distinct)
+                             self._blocked(start, b, proposed))
         self._closed = False
         seconds = time.perf_counter() - started if math.isfinite(started) else math.nan
         self.batches.append(BatchInfo(b, start, len(dictionary),
@@ -431,40 +437,41 @@ class Strategy:
                                       dictionary=dictionary,
                                       hyperparameters=self._hyper.to_dict()))
 
-    def _blocked(self, start: int, b: int) -> np.ndarray | None:
-        """Arms whose evaluation failed for good, as known when batch b opened: never proposed
-        again (a candidate that crashes its objective would otherwise stay the UCB argmax, since
-        an abandoned selection carries no information). None when there is none."""
+    def _proposed_before_fit(self, start: int) -> np.ndarray | None:
+        """The distinct arms proposed before ``start`` if the batch opening there comes before
+        the first fit of automatic hyper-parameters and fewer than REFIT_MIN_ARMS (or than the
+        candidates) have been; else None.
+
+        Such a batch proposes none of them again and closes at its first repeat, so that each
+        batch brings new arms, one at least: a repeated arm says nothing about the lengthscale,
+        and UCB on the start's lengthscale could repeat one arm for the whole run and never
+        reach a fit (Abalone, explore = 0.1: 6 of 100 seeds, regret ratio 0.32-0.43 against
+        0.12; benchmarks/hyperparameters.py).
+        """
+        if not self._fits_kernel or self._hyper.fitted_at > 0:
+            return None
+        proposed = np.unique(self._records.arm[:start])
+        return proposed if len(proposed) < min(REFIT_MIN_ARMS, self.n_arms) else None
+
+    def _blocked(self, start: int, b: int,
+                 proposed: np.ndarray | None = None) -> np.ndarray | None:
+        """Arms batch b never proposes (None when there is none): those whose evaluation failed
+        for good, as known when batch b opened (a candidate that crashes its objective would
+        otherwise stay the UCB argmax, since an abandoned selection carries no information),
+        and ``proposed`` unless that would block every arm."""
         records = self._records
         failed = (records.status[:start] == ABANDONED) & (records.folded[:start] >= 0) \
             & (records.folded[:start] <= b)
-        if not failed.any():
-            return None
         blocked = np.zeros(self.n_arms, dtype=bool)
         blocked[records.arm[:start][failed]] = True
         if blocked.all():
             raise SelectionError("every candidate has failed for good; nothing is left to "
                                  "propose", field="candidates")
-        return blocked
-
-    def _distinct_arms(self, start: int, blocked: np.ndarray | None) -> np.ndarray | None:
-        """Before the first fit of automatic hyper-parameters, while fewer than REFIT_MIN_ARMS
-        distinct arms have been proposed, the batch proposes no arm twice: the arms proposed
-        so far are blocked, and :meth:`_select` blocks each new one for the rest of the batch.
-
-        A repeated arm says nothing about the lengthscale, and UCB on the start's lengthscale
-        could repeat one arm for the whole run and never reach a fit (Abalone, explore = 0.1:
-        6 of 100 seeds, regret ratio 0.32-0.43 against 0.12; benchmarks/hyperparameters.py).
-        Returns the batch's blocked mask (``blocked`` included), None outside that phase.
-        """
-        if not self._fits_kernel or self._hyper.fitted_at > 0:
-            return None
-        proposed = np.unique(self._records.arm[:start])
-        if len(proposed) >= min(REFIT_MIN_ARMS, self.n_arms):
-            return None
-        mask = np.zeros(self.n_arms, dtype=bool) if blocked is None else blocked.copy()
-        mask[proposed] = True
-        return None if mask.all() else mask
+        if proposed is not None:
+            also = blocked.copy()
+            also[proposed] = True
+            blocked = blocked if also.all() else also
+        return blocked if blocked.any() else None
 
     def _build_posterior(self, pulled: np.ndarray, observed: np.ndarray) -> Any:
         cfg = self.config

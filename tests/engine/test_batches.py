@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from service.engine import Strategy
+from service.engine.rules import FixedSizeRule, UntilRepeatRule
 from service.engine.selectors import LazyUCB
 
 from .helpers import run, smooth_problem
@@ -198,3 +199,14 @@ def test_lazy_argmax_breaks_ties_to_the_lowest_index_like_argmax(seed):
         posterior.current = np.where(shrunk & (rng.random(A) < 0.5), posterior.current / 4.0,
                                      posterior.current)
     assert selector.refreshed < 60 * A / 4
+
+
+def test_until_repeat_rule_closes_at_the_first_repeat_and_keeps_the_inner_rule():
+    def reasons(arms: list[int], size: int) -> list[str | None]:
+        rule = UntilRepeatRule(FixedSizeRule(size))
+        rule.start(None)  # type: ignore[arg-type]  # FixedSizeRule reads no posterior
+        return [rule.closes(arm) for arm in arms]
+
+    assert reasons([4, 7, 4], size=5) == [None, None, "repeat"]
+    assert reasons([4, 7, 9], size=3) == [None, None, "fixed"]  # the inner rule still counts
+    assert reasons([4, 4], size=2) == [None, "repeat"]

@@ -252,31 +252,35 @@ def test_default_lengthscale_is_the_rms_distance_of_normalised_candidates():
 
 
 @pytest.mark.parametrize("n_arms", [300, 12])
-def test_before_the_first_fit_no_arm_is_proposed_twice(n_arms):
+def test_before_the_first_fit_each_batch_brings_new_arms(n_arms):
     """Near-greedy UCB (explore 1e-3) pulls its best early arm again and again and would never
-    collect the REFIT_MIN_ARMS distinct arms a fit needs. With automatic hyper-parameters the
-    batches opened before the first fit propose distinct arms until there are that many (or
-    every candidate has been proposed); the fit follows at the next opening."""
+    collect the REFIT_MIN_ARMS distinct arms a fit needs. With automatic hyper-parameters each
+    batch opened before the first fit proposes no arm proposed before it and closes at its first
+    repeat, until there are that many arms (or every candidate has been proposed); the fit
+    follows at the next opening."""
     X, f = smooth_problem(n=n_arms, d=2, seed=3)
     auto = Strategy(X, _auto_config(explore=1e-3))
-    run(auto, f, 60, np.random.default_rng(0))
+    run(auto, f, 100, np.random.default_rng(0))
     arms, batches = auto.records["arm"], auto.records["batch"]
-    phase = [info.index for info in auto.batches
-             if info.hyperparameters["fitted_at"] == 0
+    phase = [info for info in auto.batches if info.index > 0
              and len(np.unique(arms[batches < info.index])) < min(REFIT_MIN_ARMS, n_arms)]
-    early = arms[np.isin(batches, phase)]
-    assert len(np.unique(early)) == len(early) >= min(REFIT_MIN_ARMS, n_arms)
+    assert 0 < len(phase) < min(REFIT_MIN_ARMS, n_arms)
+    for info in phase:
+        batch = arms[batches == info.index]
+        assert not np.isin(batch, arms[batches < info.index]).any()
+        new = len(np.unique(batch))
+        assert new == len(batch) - (info.stop_reason == "repeat") >= 1
+        assert info.hyperparameters["fitted_at"] == 0
+    seen = np.count_nonzero(batches <= phase[-1].index)  # steps until the phase ended
+    assert len(np.unique(arms[:seen])) >= min(REFIT_MIN_ARMS, n_arms)
     if n_arms > REFIT_MIN_ARMS:  # the fit comes at the first opening after them
-        first_fit = next(info for info in auto.batches if info.hyperparameters["fitted_at"])
-        assert first_fit.index == max(phase) + 1
-    else:  # every arm proposed: then UCB is free to repeat
-        assert len(early) == n_arms and len(np.unique(arms)) == n_arms
-    # the same near-greedy UCB on the start's lengthscale, fixed: it repeats itself at once
+        assert auto.batches[phase[-1].index + 1].hyperparameters["fitted_at"] == seen
+    # the same near-greedy UCB on the start's lengthscale, fixed: it keeps repeating itself
     (start,) = auto.batches[0].hyperparameters["lengthscale"]
     fixed = Strategy(X, _auto_config(explore=1e-3, normalize="zscore",
                                      kernel={"name": "rbf", "lengthscale": start}))
-    fixed_arms = run(fixed, f, 60, np.random.default_rng(0))
-    assert len(np.unique(fixed_arms[: len(early)])) < len(early)
+    fixed_arms = run(fixed, f, 100, np.random.default_rng(0))
+    assert len(np.unique(fixed_arms)) < min(REFIT_MIN_ARMS, n_arms)
 
 
 def test_fixed_hyperparameters_never_change():
