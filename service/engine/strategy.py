@@ -448,8 +448,8 @@ class Strategy:
         reach a fit (Abalone, explore = 0.1: 6 of 100 seeds, regret ratio 0.32-0.43 against
         0.12; benchmarks/hyperparameters.py).
         """
-        if not self._fits_kernel or self._hyper.fitted_at > 0:
-            return None
+        if not self._fits_kernel or self._hyper.fitted_at > 0 or start == 0:
+            return None  # (the first batch is the initial design)
         proposed = np.unique(self._records.arm[:start])
         return proposed if len(proposed) < min(REFIT_MIN_ARMS, self.n_arms) else None
 
