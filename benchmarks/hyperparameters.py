@@ -6,7 +6,8 @@ to [0, 1]) and on test functions discretised into 2000 Sobol candidates (values 
 to [0, 1], the same N(0, 0.01^2) noise):
 
 * ``auto``: the engine's default. It gets the RAW features (no z-scoring by the benchmark); the
-  engine z-scores them, starts from the median-distance lengthscale and refits it by maximising
+  engine z-scores them, starts from the RMS distance between candidates (sqrt(2d)), proposes
+  new arms only until the first fit (20 distinct arms), and refits the lengthscale by maximising
   Titsias' bound at batch openings once the observations grew 1.5x; a refit is kept if BIC
   prefers it to white noise or to the incumbent lengthscale.
 * ``auto-ard``: the same with one lengthscale per dimension.
@@ -25,34 +26,47 @@ Hartmann-6 runs are bimodal (stuck at the local maximum for good, RR ~0.23-0.29,
 ~0.01-0.06): means need >= 10 seeds (with 5, one trapped seed more or less swings the mean by
 50-100%); the per-configuration table also gives the median.
 
-Figures (mean RR; auto = the engine's default: the lengthscale and lam fitted, the kernel on
-SMOOTHING = 1.25 x the fitted lengthscale; "auto, MAP" = the same with the kernel on the fitted
-lengthscale itself, ``--smoothing 1``, the previous default; auto-ard at T = 2000, 10 seeds).
-T = 2000: 30 seeds, Cadata 100; T = 10^4: 10 seeds, Abalone 5, Cadata 20::
+Figures (mean RR; auto = the engine's default: the first lengthscale the RMS distance, new arms
+only until the first fit, then the lengthscale and lam fitted and the kernel on SMOOTHING = 1.25 x
+the fitted lengthscale; "before" = the default until session 6, with the median distance as the
+first lengthscale and no phase before the first fit; auto-ard at T = 2000, 30 seeds)::
 
-    problem       t  best fixed    auto    auto/best-1  auto, MAP        auto-ard
-    abalone    2000  ls=4 0.1129   0.1151   +2.0%       0.1151  +2.0%    0.1164   +3.1%
-    abalone   10^4   ls=4 0.1066   0.1077   +1.0%
-    cadata     2000  ls=4 0.0055   0.0064  +16%         0.0074 +35%      0.0086  +56%
-    cadata    10^4   ls=4 0.0027   0.0017  -37%
-    branin     2000  ls=2 0.0812   0.0240  -70%         0.0262 -68%      0.0215  -74%
-    branin    10^4   ls=1 0.0320   0.0100  -69%
-    hartmann6  2000  ls=1 0.0713   0.0528  -26%         0.0678  -5%      0.0461  -35%
-    hartmann6 10^4   ls=1 0.0751   0.0083  -89%
-    levy       2000  ls=2 0.0552   0.0359  -35%         0.0444 -20%      0.0476  -14%
-    levy      10^4   ls=2 0.0307   0.0096  -69%
+    problem       t  seeds  best fixed    auto    auto/best-1  before   auto-ard
+    abalone    2000     30  ls=4 0.1129   0.1147   +1.6%       0.1151   0.1147  +1.6%
+    abalone    2000    100  ls=4 0.1164   0.1147   -1.4%       0.1187
+    abalone   10^4      30  ls=4 0.1066   0.1069   +0.3%       0.1077 (5 seeds)
+    cadata     2000     30  ls=4 0.0059   0.0053   -8.9%                0.0090 +54%
+    cadata     2000    100  ls=4 0.0055   0.0052   -5.7%       0.0064
+    cadata    10^4      20  ls=4 0.0027   0.0014  -47%         0.0017
+    branin     2000     30  ls=2 0.0812   0.0247  -70%         0.0240   0.0211  -74%
+    branin    10^4      10  ls=1 0.0320   0.0103  -68%         0.0100
+    hartmann6  2000     30  ls=1 0.0713   0.0469  -34%         0.0528   0.0585  -18%
+    hartmann6 10^4      10  ls=1 0.0751   0.0074  -90%         0.0083
+    levy       2000     30  ls=2 0.0552   0.0347  -37%         0.0359   0.0451  -18%
+    levy      10^4      10  ls=2 0.0307   0.0098  -68%         0.0096
 
-Cadata at T = 2000 is the one miss. Cumulative regret, auto against ls=4 (100 seeds): 3.38
-against 2.56 after 10 steps, 7.69 against 6.63 after 2000: 3/4 of the gap is lost before any fit
-(at least 20 distinct arms), with the median distance 2.99 as the lengthscale, where ls=3 costs
-what auto does (3.33). A longer start locks in more often elsewhere: the RMS distance
-sqrt(2 sum_j Var(x_j)) as the start (sqrt(2d) z-scored: Cadata 4.0, Abalone 4.5) gave Cadata
-0.0058 (+5.5%) but Abalone 0.1283 (100 seeds; +10% against ls=4's 0.1164, the median start
-0.1187): 6 of 100 seeds locked on one arm (RR 0.32-0.43), 2 with the median start, 1 at ls=4.
-Tried and not kept (cumulative regret, Cadata 100 seeds unless said;
-auto 8.93 before SMOOTHING, 7.69 with it): the first lengthscale 1.2x the median distance (8.93,
-before SMOOTHING) or 1.4x (12.8: two seeds locked on one arm for the whole run, regret 206 and
-236, as ls=5 and ls=8 do); 1.25x / 1.4x for both the first lengthscale and SMOOTHING (9.56 /
+The first lengthscale and the phase before the first fit. With the median distance (Cadata 2.99)
+as the first lengthscale, Cadata missed at T = 2000 (+16%, 100 seeds): cumulative regret 3.38
+against ls=4's 2.56 after 10 steps, 7.69 against 6.63 after 2000, so 3/4 of the gap was lost
+before any fit (a fit needs 20 distinct arms); ls=3 costs what auto did over those steps (3.33).
+The RMS distance sqrt(2 sum_j Var(x_j)) (sqrt(2d) z-scored: Cadata 4.0, Abalone 4.5) fixed Cadata
+(0.0058) but alone locked Abalone on one arm for the whole run in 6 of 100 seeds (RR 0.32-0.43;
+0.1283, +10%; 2 seeds with the median start, 1 at ls=4): with explore = 0.1 the width for
+unexplored arms (~0.5) is below the values already found, and with fewer than 20 distinct arms
+no fit ever came. Now, until the first fit, a batch proposes no arm proposed before it and closes
+at its first repeat: no lock-in in 100 seeds of either. Variants on the same seeds (T = 2000):
+the median start with that phase, Cadata 0.0063; repeats blocked inside the batch as well, Cadata
+0.0060 and Hartmann-6 0.098; only the earlier batches' arms blocked, Cadata 0.0053, Abalone
+0.1156 and Hartmann-6 0.0475, but with explore = 1e-3 batches of hundreds of repeats of one arm
+then came before the fit (tests/engine/test_hyperparameters.py).
+
+SMOOTHING (with the median start; 30 seeds, Cadata 100), the kernel on the fitted lengthscale
+itself (``--smoothing 1``) -> on 1.25x: Cadata 0.0074 -> 0.0064, Branin 0.0262 -> 0.0240,
+Hartmann-6 0.0678 -> 0.0528, Levy 0.0444 -> 0.0359, Abalone 0.1151 unchanged.
+Tried before and not kept (cumulative regret, Cadata 100 seeds unless said, with the median
+start; auto 8.93 before SMOOTHING, 7.69 with it): the first lengthscale 1.2x the median distance
+(8.93, before SMOOTHING) or 1.4x (12.8: two seeds locked on one arm for the whole run, regret 206
+and 236, as ls=5 and ls=8 do); 1.25x / 1.4x for both the first lengthscale and SMOOTHING (9.56 /
 10.6, one / two lock-ins); the same with the first lam at 0.1 lam_cfg (11.8 / 4.67; for 1.4x,
 Hartmann-6 112 -> 722 and Abalone 158 -> 262, 10 seeds); SMOOTHING 1.5 (Hartmann-6 176 against
 97 at 1.25, 30 seeds); keeping the incumbent lengthscale unless the fit beats it by BIC (8.20;
@@ -60,13 +74,14 @@ Hartmann-6 112 -> 642, 10 seeds); the confidence width scaled by the fitted sign
 5.89 against 9.45 on 30 seeds, but Hartmann-6 never leaves its local maximum); Yeo-Johnson on
 the skewed columns (Abalone 158 -> 185, 10 seeds). Fixed bandwidths at T = 2000 (100 seeds):
 ls=2 0.0129, ls=4 0.0055, ls=8 0.0283 (median 0.0066: lock-ins); lam = 0.1 with ls=4 gives
-0.0049.
+0.0049. auto-ard on Cadata (+54%) is the one miss of the optional per-dimension fit: its eight
+lengthscales spread over 0.6-33 at T = 2000.
 
-CPU seconds per run, auto against the best fixed bandwidth: Cadata 1.67 against 0.33 at
-T = 2000 (fits 0.12) and 5.19 against 1.21 at 10^4 (fits 0.28); Abalone 0.20 / 0.15 and
-0.72 / 0.65; the test functions 0.3-0.5 against 0.15 at T = 2000, 0.9-1.2 against 0.6 at 10^4
-(fits 0.1-0.4 s). Before SMOOTHING, Cadata took 3.8 and 14.9 s (more, shorter batches and a
-larger dictionary).
+CPU seconds per run, auto against the best fixed bandwidth: Cadata 2.08 against 0.35 at
+T = 2000 (fits 0.16) and 4.79 against 1.20 at 10^4 (fits 0.32; auto runs on a shorter
+lengthscale, 2-3.3, hence more batches, 177 against 70, and a larger dictionary); Abalone
+0.24 / 0.15 and 0.78 / 0.66; the test functions 0.3-0.5 against 0.15 at T = 2000, 0.9-1.2
+against 0.6 at 10^4 (fits 0.1-0.4 s).
 
 Hartmann-6 runs are bimodal (at the local maximum for good, RR ~0.2-0.3, or not, RR ~0.01-0.06):
 its means need >= 10 seeds (the medians at T = 10^4: auto 0.0082, ls=1 0.0029).
@@ -81,20 +96,16 @@ beta at the fitted lam (its noise term grows as lam^-1/2: Cadata 0.0127).
 Usage::
 
     python benchmarks/hyperparameters.py --quick          # T = 500, 1 seed, < 1 min
-    nice -n 19 python benchmarks/hyperparameters.py --T 2000 --seeds 30 --no-ard \
-        --problems branin hartmann6 levy                                   # ~2 min
-    nice -n 19 python benchmarks/hyperparameters.py --T 2000 --seeds 30 --problems abalone \
-        --only auto ls=1 ls=2 ls=4 ls=8
-    nice -n 19 python benchmarks/hyperparameters.py --T 2000 --seeds 100 --problems cadata \
-        --only auto ls=2 ls=4 ls=8                                         # ~5 min
+    nice -n 19 python benchmarks/hyperparameters.py --T 2000 --seeds 30   # all, ~15 min
+    nice -n 19 python benchmarks/hyperparameters.py --T 2000 --seeds 100 --no-ard \
+        --problems abalone cadata --lengthscales 2 4 8                     # ~6 min
     nice -n 19 python benchmarks/hyperparameters.py --T 10000 --seeds 10 \
         --problems branin hartmann6 levy --only auto ls=1 ls=2 ls=4
-    nice -n 19 python benchmarks/hyperparameters.py --T 10000 --seeds 5 --problems abalone \
+    nice -n 19 python benchmarks/hyperparameters.py --T 10000 --seeds 30 --problems abalone \
         --only auto ls=2 ls=4 ls=8
     nice -n 19 python benchmarks/hyperparameters.py --T 10000 --seeds 20 --problems cadata \
         --only auto ls=4 ls=8
-    nice -n 19 python benchmarks/hyperparameters.py --T 2000 --seeds 10 --only auto-ard
-    ... --only auto --smoothing 1                                  # the "auto, MAP" column
+    ... --only auto --smoothing 1          # the kernel on the fitted lengthscale itself
 """
 
 from __future__ import annotations
