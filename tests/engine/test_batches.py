@@ -15,7 +15,7 @@ from .helpers import run, smooth_problem
 def _ucb_strategy(rule: str = "global", **kw) -> tuple[Strategy, np.ndarray]:
     X, f = smooth_problem(n=300, d=2, seed=kw.pop("problem_seed", 0))
     cfg = dict(strategy="bbkb", kernel={"name": "rbf", "lengthscale": 0.2}, lam=0.5,
-               stopping_rule=rule, mode="sync", batch_threshold=2.0, seed=3)
+               stopping_rule=rule, mode="sync", batch_threshold=2.0, seed=3, explore=1.0)
     return Strategy(X, **(cfg | kw)), f
 
 
@@ -161,7 +161,7 @@ def test_a_large_import_mid_run_keeps_the_dictionary_small():
     """Imports fold in with leverage-score sampling, not stale start-of-batch variances."""
     X, f = smooth_problem(n=3000, d=2, seed=9)
     strategy = Strategy(X, strategy="bbkb", kernel={"name": "rbf", "lengthscale": 0.3},
-                        lam=1.0, mode="sync", seed=0)
+                        lam=1.0, mode="sync", seed=0, explore=1.0)
     rng = np.random.default_rng(9)
     run(strategy, f, 100, rng)
     before = len(strategy.dictionary)

@@ -326,3 +326,26 @@ def test_a_sparse_strategy_leaves_a_too_long_start_like_the_exact_fit_would():
     fitted = [b for b in strategy.batches if b.hyperparameters["variance"] is not None]
     assert fitted and fitted[0].hyperparameters["fitted_at"] < 200
     assert strategy.hyperparameters.lengthscale[0] < 0.5 * start
+
+
+@pytest.mark.parametrize("overrides", [{}, {"kernel": {"name": "rbf", "lengthscale": 0.2}}],
+                         ids=["auto", "fixed"])
+def test_values_in_other_units_give_the_same_proposals_with_noise_and_bound_in_those_units(
+        overrides):
+    """The README's advice for values not of order 1: scale ``noise`` and ``rkhs_bound`` with
+    them. A power of two keeps every product exact, so the runs must agree arm for arm, refits
+    included; with the defaults left at 1 instead, the wider values change the proposals."""
+    X, f = smooth_problem(n=300, d=2, seed=2)
+    scale = 1024.0
+    arms = {}
+    for label, factor, config in [
+            ("unit", 1.0, {}),
+            ("scaled", scale, {"noise": 0.01 * scale, "rkhs_bound": scale}),
+            ("defaults", scale, {})]:
+        strategy = Strategy(X, _auto_config(**overrides, **config))
+        arms[label] = run(strategy, factor * f, 150, np.random.default_rng(0),
+                          noise=0.01 * factor)
+        if label == "scaled" and not overrides:
+            assert strategy.hyperparameters.fitted_at > 0  # a fit was part of the run
+    np.testing.assert_array_equal(arms["scaled"], arms["unit"])
+    assert not np.array_equal(arms["defaults"], arms["unit"])

@@ -207,7 +207,7 @@ def test_resolved_counts_suggested_selections_with_an_outcome():
 def test_a_candidate_that_failed_for_good_is_not_proposed_again(strategy_name):
     X, f = smooth_problem(n=40, d=2, seed=5)
     strategy = Strategy(X, strategy=strategy_name, kernel={"name": "rbf", "lengthscale": 0.3},
-                        mode="sync", batch_size=5, epsilon=0.5, seed=2)
+                        mode="sync", batch_size=5, epsilon=0.5, seed=2, explore=1.0)
     failed: set[int] = set()
     for _ in range(12):
         batch = strategy.ask_batch()

@@ -136,7 +136,7 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
                                                          artifacts):
     _, server = _server(server_factory, tmp_path, "none")
     http = httpx.Client(base_url=server.url, timeout=30)
-    engine = {"strategy": "bbkb", "mode": "async", "seed": 3, "lam": 0.5,
+    engine = {"strategy": "bbkb", "mode": "async", "seed": 3, "lam": 0.5, "explore": 1.0,
               "kernel": {"name": "rbf"}, "ard": True}  # no lengthscale: chosen by the engine
     study = create_study(http, name="auto-kernel", engine=engine)
     sid, X = study["id"], candidates()
