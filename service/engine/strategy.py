@@ -423,7 +423,7 @@ class Strategy:
         pulled, observed = self._masks(start, b)
         self._posterior = self._build_posterior(pulled, observed)
         self._selector, self._rule = self._components(b, start)
-        proposed = self._proposed_before_fit(start)
+        proposed = self._proposed_before_fit(start, b)
         if proposed is not None:
             self._rule = UntilRepeatRule(self._rule)
         self._rule.start(self._posterior)
@@ -437,21 +437,27 @@ class Strategy:
                                       dictionary=dictionary,
                                       hyperparameters=self._hyper.to_dict()))
 
-    def _proposed_before_fit(self, start: int) -> np.ndarray | None:
-        """The distinct arms proposed before ``start`` if the batch opening there comes before
-        the first fit of automatic hyper-parameters and fewer than REFIT_MIN_ARMS (or than the
-        candidates) have been; else None.
+    def _proposed_before_fit(self, start: int, b: int) -> np.ndarray | None:
+        """The distinct arms proposed (or imported) before ``start`` while batch b opens in the
+        phase before the first fit, else None.
 
-        Such a batch proposes none of them again and closes at its first repeat, so that each
-        batch brings new arms, one at least: a repeated arm says nothing about the lengthscale,
-        and UCB on the start's lengthscale could repeat one arm for the whole run and never
-        reach a fit (Abalone, explore = 0.1: 6 of 100 seeds, regret ratio 0.32-0.43 against
-        0.12; benchmarks/hyperparameters.py).
+        The phase: automatic hyper-parameters on a strategy that fits them, after the initial
+        design, before the first fit, while fewer than REFIT_MIN_ARMS distinct arms (or every
+        candidate not failed) have been proposed and not failed, as known at this opening. A
+        batch in it proposes none of these arms again and closes at its first repeat (which it
+        still hands out), so that each batch brings new arms: a repeated arm says nothing about
+        the lengthscale, and UCB on the start's lengthscale could repeat one arm for the whole
+        run and never reach a fit (Abalone, explore = 0.1: 6 of 100 seeds, regret ratio
+        0.32-0.43 against 0.12; benchmarks/hyperparameters.py).
         """
         if not self._fits_kernel or self._hyper.fitted_at > 0 or start == 0:
-            return None  # (the first batch is the initial design)
-        proposed = np.unique(self._records.arm[:start])
-        return proposed if len(proposed) < min(REFIT_MIN_ARMS, self.n_arms) else None
+            return None
+        arms, live = self._records.arm[:start], self._masks(start, b)[0]
+        failed = np.unique(arms[~live])
+        usable = np.setdiff1d(arms[live], failed)  # distinct, sorted
+        if len(usable) >= min(REFIT_MIN_ARMS, self.n_arms - len(failed)):
+            return None
+        return np.unique(arms)
 
     def _blocked(self, start: int, b: int,
                  proposed: np.ndarray | None = None) -> np.ndarray | None:
@@ -470,7 +476,7 @@ class Strategy:
         if proposed is not None:
             also = blocked.copy()
             also[proposed] = True
-            blocked = blocked if also.all() else also
+            blocked = blocked if also.all() else also  # a guard: the phase leaves arms free
         return blocked if blocked.any() else None
 
     def _build_posterior(self, pulled: np.ndarray, observed: np.ndarray) -> Any:

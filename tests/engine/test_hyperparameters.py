@@ -20,6 +20,7 @@ from service.engine.hyperparameters import (
     squared_distances,
 )
 from service.engine.kernels import RBF, Matern52
+from service.engine.records import OBSERVED
 from service.problems import function_problem
 
 from .helpers import run, smooth_problem
@@ -349,3 +350,53 @@ def test_values_in_other_units_give_the_same_proposals_with_noise_and_bound_in_t
             assert strategy.hyperparameters.fitted_at > 0  # a fit was part of the run
     np.testing.assert_array_equal(arms["scaled"], arms["unit"])
     assert not np.array_equal(arms["defaults"], arms["unit"])
+
+
+def test_failed_arms_do_not_count_towards_the_arms_a_fit_needs():
+    """Abandoned selections bring no value, so the phase before the first fit runs until 20
+    arms that did not fail (before, three failures let near-greedy UCB repeat itself until
+    t ~ 400)."""
+    X, f = smooth_problem(n=300, d=2, seed=3)
+    strategy = Strategy(X, _auto_config(explore=1e-3))
+    rng, abandoned = np.random.default_rng(0), 0
+    while strategy.hyperparameters.fitted_at == 0 and strategy.t < 400:
+        for sel in strategy.ask_batch():
+            if abandoned < 3 and sel.t > 0:
+                strategy.abandon(sel.t)
+                abandoned += 1
+            else:
+                strategy.tell(sel.t, f[sel.arm] + 0.01 * rng.standard_normal())
+    records = strategy.records
+    observed = records["status"] == OBSERVED
+    assert abandoned == 3 and strategy.t < 2 * REFIT_MIN_ARMS + 10
+    assert len(np.unique(records["arm"][observed])) >= REFIT_MIN_ARMS
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_restores_in_the_phase_before_the_first_fit_are_exact(mode):
+    """Failures, imports and pending arms shape the phase; a strategy rebuilt from its state
+    at any step makes the same proposals as the live one."""
+    X, f = smooth_problem(n=250, d=2, seed=6)
+    cfg = _auto_config(mode=mode)
+    live = Strategy(X, cfg)
+    rng = np.random.default_rng(1)
+    pending: list = []
+    for step in range(45):
+        if step == 10:
+            live.observe(int(rng.integers(250)), 0.5)  # an import mid-phase
+        pending += live.ask(int(rng.integers(1, 4)))
+        while pending and rng.random() < 0.7:
+            sel = pending.pop(0)
+            if rng.random() < 0.1:
+                live.abandon(sel.t)
+            else:
+                live.tell(sel.t, f[sel.arm] + 0.01 * rng.standard_normal())
+        restored = Strategy.restore(X, cfg, live.state())
+        assert restored.replay_mismatches == 0
+        assert restored.hyperparameters == live.hyperparameters
+        assert restored.batch_closed == live.batch_closed
+        proposals = live.ask(2)
+        assert [s.arm for s in restored.ask(2)] == [s.arm for s in proposals]
+        pending += proposals
+    assert live.hyperparameters.fitted_at > 0  # the run left the phase
+    assert any(b.stop_reason == "repeat" for b in live.batches)

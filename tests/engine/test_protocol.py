@@ -172,6 +172,18 @@ def test_config_round_trips_through_a_plain_dictionary():
         EngineConfig.from_dict({"strategy": "bbkb", "bandwidth": 3})
 
 
+@pytest.mark.parametrize("strategy, default", [("bbkb", 0.1), ("gp-ucb", 0.1), ("thompson", 0.1),
+                                               ("gssbo", 1.0), ("go-ucb", 1.0)])
+def test_explore_defaults_per_strategy_and_is_stored_resolved(strategy, default):
+    cfg = EngineConfig(strategy=strategy)
+    assert cfg.explore == default and cfg.to_dict()["explore"] == default
+    assert EngineConfig.from_dict(cfg.to_dict()) == cfg
+    assert EngineConfig(strategy=strategy, explore=0.5).explore == 0.5  # a given value stays
+    with pytest.raises(ConfigError) as info:
+        EngineConfig(strategy=strategy, explore=-1.0)
+    assert info.value.field == "explore"
+
+
 def test_same_seed_same_run_different_seed_different_run():
     X, f = smooth_problem(n=300)
 
