@@ -48,7 +48,7 @@ first lengthscale and no phase before the first fit; auto-ard at T = 2000, 30 se
 
 ``branin10`` is Branin plus 8 uniform columns it does not depend on (``IRRELEVANT``), the case
 ARD is for: one lengthscale cannot be long in the 8 columns and short in the 2 (the fit settles
-near 4, ls=4 gives 0.137), so the isotropic default misses there, and ``ard: true`` is 69% below
+near 4 and the kernel runs near 5; ls=4 gives 0.137), so the isotropic default misses there, and ``ard: true`` is 69% below
 the best isotropic bandwidth. On the other problems ARD costs: Cadata +54%, its 8 lengthscales
 spread over 0.6-33. An ARD prior centred on the isotropic fit's lengthscale, with sd 0.5 / 0.3
 in log space instead of 1 around the RMS distance, cut Cadata to 0.0066 / 0.0055 (Hartmann-6
