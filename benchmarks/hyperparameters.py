@@ -48,12 +48,13 @@ first lengthscale and no phase before the first fit; auto-ard at T = 2000, 30 se
 
 ``branin10`` is Branin plus 8 uniform columns it does not depend on (``IRRELEVANT``), the case
 ARD is for: one lengthscale cannot be long in the 8 columns and short in the 2 (the fit settles
-near 4 and the kernel runs near 5; ls=4 gives 0.137), so the isotropic default misses there, and ``ard: true`` is 69% below
-the best isotropic bandwidth. On the other problems ARD costs: Cadata +54%, its 8 lengthscales
-spread over 0.6-33. An ARD prior centred on the isotropic fit's lengthscale, with sd 0.5 / 0.3
-in log space instead of 1 around the RMS distance, cut Cadata to 0.0066 / 0.0055 (Hartmann-6
-0.047 / 0.047, Levy 0.046 / 0.039, Branin 0.024 / 0.025, Abalone unchanged) but gave up most
-of the gain on branin10 (0.044 / 0.080 against 0.027; 30 seeds each; not kept).
+near 4 and the kernel runs near 5; ls=4 gives 0.137), so the isotropic default misses there, and
+``ard: true`` is 69% below the best isotropic bandwidth. On the other problems ARD costs: Cadata
++54%, its 8 lengthscales spread over 0.6-33. An ARD prior centred on the isotropic fit's
+lengthscale, with sd 0.5 / 0.3 in log space instead of 1 around the RMS distance, cut Cadata to
+0.0066 / 0.0055 (Hartmann-6 0.047 / 0.047, Levy 0.046 / 0.039, Branin 0.024 / 0.025, Abalone
+unchanged) but gave up most of the gain on branin10 (0.044 / 0.080 against 0.027; 30 seeds each;
+not kept).
 
 The first lengthscale and the phase before the first fit. With the median distance (Cadata 2.99)
 as the first lengthscale, Cadata missed at T = 2000 (+16%, 100 seeds): cumulative regret 3.38

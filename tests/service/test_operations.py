@@ -72,6 +72,13 @@ def test_bad_input_is_a_4xx_with_a_field_never_a_500(tmp_path):
             ("post", "/v1/studies", {"name": "n", "candidates": [[1.0]],
                                      "engine": {"batch_threshold": 1}},
              422, "engine.batch_threshold"),
+            ("post", "/v1/studies", {"name": "n", "candidates": [[1.0]],  # would go unused
+                                     "engine": {"strategy": "gssbo",
+                                                "kernel": {"name": "rbf", "lengthscale": 2}}},
+             422, "engine.kernel"),
+            ("post", "/v1/studies", {"name": "n", "candidates": [[1.0]],
+                                     "engine": {"strategy": "go-ucb", "ard": True}},
+             422, "engine.ard"),
             ("post", f"/v1/studies/{sid}/suggestions", {"worker_id": "w", "count": 0},
              422, "count"),
             ("post", f"/v1/studies/{sid}/trials/1/complete", {"value": "NaN"}, 422, "value"),
