@@ -53,7 +53,13 @@ T = 2000). Seed 0: the first kept fit (at 162 observations) gives 1.64 (the kern
 2.05) and the regret ratio falls to 0.33 by t = 624; the fit at 936 observations, on UCB's arms
 clustered near the maximum, finds them nearly flat and noisy (noise 0.010 against signal
 variance 0.0058), BIC keeps it, and the lengthscale jumps to 13.3 (kernel 16.6): the ratio climbs
-back to 0.83, and runs on that lengthscale cost 39 CPU s against 0.19 at ls=4.
+back to 0.83, and runs on that lengthscale cost 39 CPU s against 0.19 at ls=4. The jump is not
+the whole story: between t = 624 and 936 the ratio already rose to 0.49 on 2.05, and ls=2 fixed
+gives 0.63, so the MAP (1.6-1.7 for BBKB and GP-BUCB alike) is far shorter than the bandwidth
+with the least regret (4). Tried (not landed): each refit after the first kept within a factor 2
+of the last fit's lengthscales: Levy-20 0.215 (10 seeds; seed 0 ends on 4.1 with lam 1), the
+other problems unchanged (Abalone 0.1147, Cadata 0.0054, Branin 0.0247, Hartmann-6 0.0469, Levy
+0.0347; 30 seeds).
 
 ``branin10`` is Branin plus 8 uniform columns it does not depend on (``VARIANTS``), the case
 ARD is for: one lengthscale cannot be long in the 8 columns and short in the 2 (the fit settles
