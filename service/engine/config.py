@@ -29,7 +29,9 @@ MODES: tuple[str, ...] = ("sync", "async")
 #: (hyperparameters.py); "fixed": the kernel as given.
 HYPERPARAMETERS: tuple[str, ...] = ("auto", "fixed")
 _TUNABLE_KERNELS = ("rbf", "matern52")
-_OWN_WIDTHS = ("gssbo", "go-ucb")  # explore defaults to 1 for these (EngineConfig.explore)
+#: Strategies with models of their own (gssbo.py, goucb.py): their papers' widths (explore
+#: defaults to 1) and no kernel hyper-parameters of the engine.
+LITERATURE_STRATEGIES: tuple[str, ...] = ("gssbo", "go-ucb")
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,8 @@ class EngineConfig:
                 hint="C~ must exceed 1 (C~ = 1 would allow no batch at all; use strategy 'bkb')")
         _number("oversampling", self.oversampling, low=0.0)
         if self.explore is None:
-            object.__setattr__(self, "explore", 1.0 if self.strategy in _OWN_WIDTHS else 0.1)
+            object.__setattr__(self, "explore", 1.0 if self.strategy in LITERATURE_STRATEGIES
+                               else 0.1)
         _number("explore", self.explore, low=0.0, inclusive=True)
         _number("epsilon", self.epsilon, low=0.0, high=1.0, inclusive=True)
         _integer("batch_size", self.batch_size, low=1)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import EngineConfig
+from .config import LITERATURE_STRATEGIES, EngineConfig
 from .dictionary import resparsify, uncertainty_sampling, warm_start_dictionary
 from .errors import CandidateError, SelectionError
 from .exact import ExactPosterior
@@ -69,7 +69,7 @@ EXACT_FIT_ARMS = 300
 #: 10^5 replicated observations draws a dictionary of ~300 atoms at q-bar 8, and the fit on all
 #: of them took 15 s (the first ask's whole cost; resparsifying takes 0.1 s).
 FIT_INDUCING = 128
-_LITERATURE = ("gssbo", "go-ucb")  # their own models (gssbo.py, goucb.py)
+_LITERATURE = LITERATURE_STRATEGIES  # their own models (gssbo.py, goucb.py)
 _NO_DICTIONARY = ("uniform",) + _EXACT + _LITERATURE
 STREAM_LITERATURE = 4
 
@@ -423,12 +423,12 @@ class Strategy:
         pulled, observed = self._masks(start, b)
         self._posterior = self._build_posterior(pulled, observed)
         self._selector, self._rule = self._components(b, start)
-        proposed = self._proposed_before_fit(start, b)
+        proposed = self._proposed_before_fit(start, pulled)
         if proposed is not None:
             self._rule = UntilRepeatRule(self._rule)
         self._rule.start(self._posterior)
         self._selector.start(self._posterior, self._width(observed),
-                             self._blocked(start, b, proposed))
+                             self._blocked(start, pulled, proposed))
         self._closed = False
         seconds = time.perf_counter() - started if math.isfinite(started) else math.nan
         self.batches.append(BatchInfo(b, start, len(dictionary),
@@ -437,9 +437,10 @@ class Strategy:
                                       dictionary=dictionary,
                                       hyperparameters=self._hyper.to_dict()))
 
-    def _proposed_before_fit(self, start: int, b: int) -> np.ndarray | None:
-        """The distinct arms proposed (or imported) before ``start`` while batch b opens in the
-        phase before the first fit, else None.
+    def _proposed_before_fit(self, start: int, pulled: np.ndarray) -> np.ndarray | None:
+        """The distinct arms proposed (or imported) before ``start`` while the batch opening
+        there (``pulled``: its V_all mask, :meth:`_masks`) is in the phase before the first
+        fit, else None.
 
         The phase: automatic hyper-parameters on a strategy that fits them, after the initial
         design, before the first fit, while fewer than REFIT_MIN_ARMS distinct arms (or every
@@ -452,31 +453,26 @@ class Strategy:
         """
         if not self._fits_kernel or self._hyper.fitted_at > 0 or start == 0:
             return None
-        arms, live = self._records.arm[:start], self._masks(start, b)[0]
-        failed = np.unique(arms[~live])
-        usable = np.setdiff1d(arms[live], failed)  # distinct, sorted
+        arms = self._records.arm[:start]
+        failed = np.unique(arms[~pulled])
+        usable = np.setdiff1d(arms[pulled], failed)  # distinct, sorted
         if len(usable) >= min(REFIT_MIN_ARMS, self.n_arms - len(failed)):
             return None
-        return np.unique(arms)
+        return np.unique(arms)  # = usable + failed: fewer than n_arms, so some arm stays free
 
-    def _blocked(self, start: int, b: int,
+    def _blocked(self, start: int, pulled: np.ndarray,
                  proposed: np.ndarray | None = None) -> np.ndarray | None:
-        """Arms batch b never proposes (None when there is none): those whose evaluation failed
-        for good, as known when batch b opened (a candidate that crashes its objective would
-        otherwise stay the UCB argmax, since an abandoned selection carries no information),
-        and ``proposed`` unless that would block every arm."""
-        records = self._records
-        failed = (records.status[:start] == ABANDONED) & (records.folded[:start] >= 0) \
-            & (records.folded[:start] <= b)
+        """Arms the batch opening at ``start`` never proposes (None when there is none): those
+        whose evaluation failed for good as known then (``~pulled``, :meth:`_masks`; a candidate
+        that crashes its objective would otherwise stay the UCB argmax, since an abandoned
+        selection carries no information), and ``proposed`` (:meth:`_proposed_before_fit`)."""
         blocked = np.zeros(self.n_arms, dtype=bool)
-        blocked[records.arm[:start][failed]] = True
+        blocked[self._records.arm[:start][~pulled]] = True
         if blocked.all():
             raise SelectionError("every candidate has failed for good; nothing is left to "
                                  "propose", field="candidates")
         if proposed is not None:
-            also = blocked.copy()
-            also[proposed] = True
-            blocked = blocked if also.all() else also  # a guard: the phase leaves arms free
+            blocked[proposed] = True
         return blocked if blocked.any() else None
 
     def _build_posterior(self, pulled: np.ndarray, observed: np.ndarray) -> Any:
