@@ -33,6 +33,7 @@ from .goucb import GOUCBModel
 from .gssbo import GSSBOModel, ucb_beta
 from .hyperparameters import (
     REFIT_MIN_ARMS,
+    REFIT_TRUST,
     SMOOTHING,
     Hyperparameters,
     KernelState,
@@ -543,7 +544,8 @@ class Strategy:
         best arms many times, and with the replicates the noise would be pinned at the
         observation noise and the lengthscale shrunk until the arms' means are interpolated;
         one value per arm lets the noise term absorb what no smooth function explains.
-        The kernel runs on SMOOTHING times a kept fit's lengthscales.
+        The kernel runs on SMOOTHING times a kept fit's lengthscales; after the first kept fit,
+        a refit moves them by at most a factor REFIT_TRUST.
         """
         cfg, current = self.config, self._hyper
         if not self._fits_kernel:
@@ -570,6 +572,7 @@ class Strategy:
         result = fit(self._normalized[arms], values, prior=Prior(self._prior_lengthscale()),
                      rng=rng, kernel=cfg.kernel.name, ard=cfg.ard,
                      inducing=None if inducing is None else self._normalized[inducing], start=last,
+                     trust=None if last is None else REFIT_TRUST,
                      restarts=2 if last is None else 0, max_points=500 if exact else 2000)
         fitted = result.hyperparameters
         if not result.significant:  # the values look like white noise: keep the kernel

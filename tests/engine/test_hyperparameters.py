@@ -10,7 +10,9 @@ from service.engine import ConfigError, EngineConfig, Strategy
 from service.engine.hyperparameters import (
     LAM_FLOOR,
     REFIT_MIN_ARMS,
+    REFIT_TRUST,
     SMOOTHING,
+    Hyperparameters,
     Prior,
     exact_log_likelihood,
     fit,
@@ -134,6 +136,25 @@ def test_fit_stays_within_bounds_and_is_deterministic():
     assert all(0.5 / 3 - 1e-9 <= v <= 0.5 * 3 + 1e-9 for v in a.hyperparameters.lengthscale)
 
 
+@pytest.mark.parametrize("ard", [False, True], ids=["isotropic", "ard"])
+def test_a_trust_region_keeps_each_lengthscale_within_a_factor_of_the_start(ard):
+    """Data from a GP with lengthscale 0.15, an incumbent at 1.2: the free fit goes to the data's
+    lengthscale; with trust 2 the fit stops at the region's edge, 0.6 (ARD: in each dimension,
+    the isotropic start broadcast)."""
+    rng = np.random.default_rng(3)
+    X = rng.random((150, 2))
+    K = RBF(lengthscale=0.15)(X, X) + 1e-8 * np.eye(len(X))
+    y = np.linalg.cholesky(K) @ rng.standard_normal(len(X)) + 0.05 * rng.standard_normal(len(X))
+    prior = Prior(lengthscale=0.5)
+    start = Hyperparameters((1.2,), 1.0, 0.01)
+    free = fit(X, y, prior=prior, rng=np.random.default_rng(0), start=start, ard=ard)
+    held = fit(X, y, prior=prior, rng=np.random.default_rng(0), start=start, trust=2.0, ard=ard)
+    assert max(free.hyperparameters.lengthscale) < 0.3
+    assert held.hyperparameters.lengthscale == pytest.approx(
+        (0.6,) * len(held.hyperparameters.lengthscale), rel=1e-6)
+    assert held.objective < free.objective
+
+
 def test_ard_keeps_one_lengthscale_unless_bic_prefers_one_per_dimension():
     rng = np.random.default_rng(2)
     X = rng.random((80, 3))
@@ -204,14 +225,16 @@ def test_refits_happen_only_at_batch_openings_and_restore_installs_them(override
 
 
 def test_the_kernel_runs_on_the_kept_fits_lengthscale_times_smoothing(monkeypatch):
-    """Each kept fit sets the kernel to SMOOTHING x its lengthscales (ARD: each of them), and
-    the next fit starts from the fit's own values, not the smoothed ones."""
+    """Each kept fit sets the kernel to SMOOTHING x its lengthscales (ARD: each of them), the
+    next fit starts from the fit's own values, not the smoothed ones, and moves them by at most
+    a factor REFIT_TRUST."""
     import service.engine.strategy as strategy_module
 
     calls: list[tuple[object, object]] = []
 
     def recording_fit(*args, **kwargs):  # the real fit; records its start and its result
         result = fit(*args, **kwargs)
+        assert kwargs["trust"] == (None if kwargs["start"] is None else REFIT_TRUST)
         calls.append((kwargs["start"], result))
         return result
 
@@ -232,6 +255,8 @@ def test_the_kernel_runs_on_the_kept_fits_lengthscale_times_smoothing(monkeypatc
     for start, result in calls:
         if last is not None:
             np.testing.assert_allclose(start.lengthscale, last.hyperparameters.lengthscale)
+            ratio = np.log(np.divide(result.hyperparameters.lengthscale, start.lengthscale))
+            assert np.all(np.abs(ratio) <= np.log(REFIT_TRUST) + 1e-9)
         last = result if result.significant else last
 
 
