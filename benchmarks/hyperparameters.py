@@ -88,7 +88,12 @@ Hartmann-6 0.149 against 0.047 (30 seeds; its MAP ~0.94 is 3.7x below the start 
 end of the likelihood interval (below); a lower bound at a fraction of the RMS distance (would
 cut off Hartmann-6, whose best bandwidth 1 is 0.29 of it, while Levy-20 needs 0.5). Leave-one-out
 predictive likelihood also picks 1.6-2 on levy20 (offline: a uniform sample, seed 0's data to
-t = 400).
+t = 400). A bandit over the kernel's multiple of the fitted lengthscale (per batch, UCB on the
+mean value of the last 100 observations of the batches run on each multiple, {1.25, 2.5}):
+levy20 0.064, levy20-sobol 0.21 and Cadata 0.0046 (30 seeds), at 1-14 CPU s, but Hartmann-6 0.22
+(median 0.041; {1.25, 1.9}: 0.13): the longer kernel's good rewards at its local maximum win
+the bandit and trap it there; styblinski20 0.34 and rastrigin20 0.57 (10 seeds; a throwaway
+worktree, not kept).
 
 ``branin10`` is Branin plus 8 uniform columns it does not depend on (``FUNCTIONS``), the case
 ARD is for: one lengthscale cannot be long in the 8 columns and short in the 2 (the fit settles
