@@ -32,6 +32,7 @@ from .exact import ExactPosterior
 from .goucb import GOUCBModel
 from .gssbo import GSSBOModel, ucb_beta
 from .hyperparameters import (
+    NEIGHBOUR_CORRELATION,
     REFIT_MIN_ARMS,
     REFIT_TRUST,
     SMOOTHING,
@@ -40,6 +41,7 @@ from .hyperparameters import (
     Prior,
     fit,
     fitted_lam,
+    neighbour_lengthscale,
     refit_due,
     rms_distance,
 )
@@ -544,8 +546,9 @@ class Strategy:
         best arms many times, and with the replicates the noise would be pinned at the
         observation noise and the lengthscale shrunk until the arms' means are interpolated;
         one value per arm lets the noise term absorb what no smooth function explains.
-        The kernel runs on SMOOTHING times a kept fit's lengthscales; after the first kept fit,
-        a refit moves them by at most a factor REFIT_TRUST.
+        The kernel runs on SMOOTHING times a kept fit's lengthscales (isotropic: at least
+        :meth:`_neighbour_lengthscale`); after the first kept fit, a refit moves them by at most
+        a factor REFIT_TRUST from the kernel's / SMOOTHING.
         """
         cfg, current = self.config, self._hyper
         if not self._fits_kernel:
@@ -577,8 +580,18 @@ class Strategy:
         fitted = result.hyperparameters
         if not result.significant:  # the values look like white noise: keep the kernel
             return replace(current, fitted_at=n)
-        return KernelState(tuple(SMOOTHING * v for v in fitted.lengthscale),
-                           fitted_lam(fitted, cfg.lam), fitted.variance, fitted.noise, n)
+        lengthscale = tuple(SMOOTHING * v for v in fitted.lengthscale)
+        if len(lengthscale) == 1:
+            lengthscale = (max(lengthscale[0], self._neighbour_lengthscale()),)
+        return KernelState(lengthscale, fitted_lam(fitted, cfg.lam), fitted.variance,
+                           fitted.noise, n)
+
+    def _neighbour_lengthscale(self) -> float:
+        """The floor of a kept isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed
+        once, at the first kept fit."""
+        if not hasattr(self, "_neighbour_floor"):
+            self._neighbour_floor = neighbour_lengthscale(self._normalized, NEIGHBOUR_CORRELATION)
+        return self._neighbour_floor
 
     def _components(self, b: int, start: int) -> tuple[Selector, StoppingRule]:
         cfg = self.config

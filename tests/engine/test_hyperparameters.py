@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy import optimize
@@ -9,6 +11,7 @@ from scipy import optimize
 from service.engine import ConfigError, EngineConfig, Strategy
 from service.engine.hyperparameters import (
     LAM_FLOOR,
+    NEIGHBOUR_CORRELATION,
     REFIT_MIN_ARMS,
     REFIT_TRUST,
     SMOOTHING,
@@ -17,6 +20,7 @@ from service.engine.hyperparameters import (
     exact_log_likelihood,
     fit,
     median_distance,
+    neighbour_lengthscale,
     rms_distance,
     sparse_log_likelihood,
     squared_distances,
@@ -258,6 +262,47 @@ def test_the_kernel_runs_on_the_kept_fits_lengthscale_times_smoothing(monkeypatc
             ratio = np.log(np.divide(result.hyperparameters.lengthscale, start.lengthscale))
             assert np.all(np.abs(ratio) <= np.log(REFIT_TRUST) + 1e-9)
         last = result if result.significant else last
+
+
+@pytest.mark.parametrize("block", [65536, 7])
+def test_neighbour_lengthscale_gives_the_nearest_neighbour_that_correlation(block):
+    """On a grid of spacing 0.3 every nearest neighbour is 0.3 away: the RBF at the returned
+    lengthscale correlates them at exactly the asked correlation, whatever the blocking."""
+    X = 0.3 * np.arange(50.0)[:, None]
+    lengthscale = neighbour_lengthscale(X, 0.5, rows=20, block=block)
+    assert np.exp(-0.3**2 / (2.0 * lengthscale**2)) == pytest.approx(0.5)
+    assert neighbour_lengthscale(np.repeat(X, 2, axis=0), 0.5, block=block) == 0.0
+
+
+@pytest.mark.parametrize("ard", [False, True], ids=["isotropic", "ard"])
+def test_a_kept_fit_never_runs_the_kernel_below_the_neighbour_lengthscale(monkeypatch, ard):
+    """Every fit kept with a lengthscale 1/10 of the real fit's (a stand-in for data with
+    structure below the candidates' spacing): the isotropic kernel runs on the floor at which
+    nearest neighbours correlate at NEIGHBOUR_CORRELATION; ARD's on SMOOTHING x the fit."""
+    import service.engine.strategy as strategy_module
+
+    kept: list[tuple[float, ...]] = []
+
+    def short_fit(*args, **kwargs):  # the real fit, 10x shorter, kept
+        result = fit(*args, **kwargs)
+        short = tuple(0.1 * v for v in result.hyperparameters.lengthscale)
+        kept.append(short)
+        return replace(result, evidence=1e3,
+                       hyperparameters=replace(result.hyperparameters, lengthscale=short))
+
+    monkeypatch.setattr(strategy_module, "fit", short_fit)
+    X, f = smooth_problem(n=300, d=3, seed=2)
+    strategy = Strategy(X, _auto_config(ard=ard, explore=1.0))
+    run(strategy, f, 120, np.random.default_rng(1))
+    floor = neighbour_lengthscale(strategy._normalized, NEIGHBOUR_CORRELATION)
+    used = list(dict.fromkeys(tuple(b.hyperparameters["lengthscale"]) for b in strategy.batches
+                              if b.hyperparameters["variance"] is not None))
+    assert len(kept) >= 2 and len(used) >= 1
+    for lengthscale, short in zip(used, kept, strict=False):
+        if len(short) == 1:
+            assert SMOOTHING * short[0] < floor and lengthscale == pytest.approx((floor,))
+        else:
+            np.testing.assert_allclose(lengthscale, SMOOTHING * np.array(short))
 
 
 def test_default_lengthscale_is_the_rms_distance_of_normalised_candidates():
