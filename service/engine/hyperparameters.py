@@ -458,10 +458,10 @@ SMOOTHING = 1.25
 #: A kept isotropic fit runs the kernel on at least :func:`neighbour_lengthscale` at this
 #: correlation: below it the median candidate tells UCB little about its nearest neighbour, and
 #: UCB is a bandit of independent arms. This binds only where candidates are sparse: in 20
-#: dimensions (2000 candidates: 3.0, where the fits give 1.6-2.8) and on none of the issue's
-#: problems (Cadata 0.24, Hartmann-6 0.72 against kernels of 1-4). Levy-20 0.215 -> 0.069,
-#: Styblinski-Tang-20 0.28 -> 0.24, at 1-3 CPU s per run instead of 10-35 (10 seeds,
-#: benchmarks/hyperparameters.py).
+#: dimensions (2000 candidates: 2.9, where the fits give 1.6-2.8) and on none of the issue's
+#: problems (Cadata 0.24, Hartmann-6 0.71 against kernels of 1-4: their runs are unchanged).
+#: Levy-20 0.215 -> 0.072, Styblinski-Tang-20 0.28 -> 0.23, Rastrigin-20 0.55 unchanged, at
+#: 1.3-1.8 CPU s per run instead of 1.2-35 (10 seeds, benchmarks/hyperparameters.py).
 NEIGHBOUR_CORRELATION = 0.5
 
 #: After the first kept fit, a refit keeps each lengthscale within this factor of the last kept
@@ -487,7 +487,8 @@ class KernelState:
     """The hyper-parameters one batch uses; persisted with the batch so a restore installs them.
 
     ``lengthscale``: 1 value (isotropic) or d (ARD), in the engine's (normalised) units: the
-    RMS distance (:func:`rms_distance`) before a fit is kept, then SMOOTHING times the kept fit's;
+    RMS distance (:func:`rms_distance`) before a fit is kept, then SMOOTHING times the kept fit's
+    (isotropic: at least :func:`neighbour_lengthscale`);
     ``lam``: the regulariser (auto: :func:`fitted_lam` of the last accepted fit, else the
     configured one); ``variance`` and ``noise``: the last accepted fit's signal and
     noise variance in the units of the values (None before); ``fitted_at``: observations at the
