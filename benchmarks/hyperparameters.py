@@ -53,14 +53,16 @@ The 20-dimensional functions of ``literature.py`` are the open miss of the autom
 
     problem               auto   ls=2    ls=3    ls=4    ls=6    ls=8   trust  session 6  cpu s
     levy20               0.072   0.63    0.0097  0.021   0.18    0.55   0.215  0.47       1.4 (35)
-    levy20-sobol         (*)     0.67    0.40    0.28    0.146   0.32   0.338  0.61       (36)
+    levy20-sobol         0.54/1  0.67    0.40    0.28    0.146   0.32   0.338  0.61       370 (36)
     styblinski20         0.232   0.61            0.059   0.33    0.39   0.280             1.8 (10)
     styblinski20-sobol   (*)             0.44    0.22    0.175   0.31   0.291             (19)
     rastrigin20          0.546   0.0052          0.11    0.86    0.87   0.545             1.3 (1.2)
     rastrigin20-sobol    0.209/5 0.49            0.095   0.51    0.62   0.332             1.2 (46)
 
-(*) not measured with the floor: levy20-sobol's runs on the floor (2.9) take minutes each, as
-ls=3's fixed runs take 23 s against 0.5 at ls=6. The fixed bandwidths' CPU: under 0.5 s.
+(*) not measured with the floor. levy20-sobol with the floor: seed 0 only (0.54/1), the floor's
+cost: from the first kept fit (119 observations) it runs on 2.99 with the fitted lam 0.106 and
+proposes a new arm at almost every step (972 distinct arms by t = 1368, 964 batches), 370 CPU s
+(ls=3 fixed, at lam 1: 0.40, 23 s). The fixed bandwidths' CPU: under 0.5 s, ls=2-3 up to 64 s.
 (levy20 also: ls=3.5 0.018, ls=5 0.036, ls=16 0.85.) What the runs show:
 
 * The best bandwidth is sharp (1.5x off costs 3-100x) and moves with a single candidate: the
@@ -86,7 +88,7 @@ ls=3's fixed runs take 23 s against 0.5 at ls=6. The fixed bandwidths' CPU: unde
 * Before the floor, auto cost 10-46 CPU s per run here against under 0.5 s for the fixed
   bandwidths: runs on lengthscales 2-4 opened 200-500 batches with dictionaries of 250-550 atoms.
   The floor (2.9 here: the median candidate is 3.5 from its nearest neighbour) brings most of
-  them to 1-2 s.
+  them to 1-2 s, but not levy20-sobol (370 s, above).
 
 Tried and not kept: the trust region on the first fit as well (within 2x of the start):
 Hartmann-6 0.149 against 0.047 (30 seeds; its MAP ~0.94 is 3.7x below the start 3.46); the smooth
