@@ -238,16 +238,13 @@ def neighbour_lengthscale(X: np.ndarray, correlation: float, rows: int = 200,
     Returns 0.0 if the median row has a duplicate.
     """
     idx = np.unique(np.linspace(0, len(X) - 1, min(rows, len(X))).astype(np.int64))
-    S = X[idx]
-    sq = np.einsum("ij,ij->i", S, S)
-    nearest = np.full(len(idx), np.inf)
+    S, nearest = X[idx], np.full(len(idx), np.inf)
     for lo in range(0, len(X), block):
-        B = X[lo:lo + block]
-        d2 = sq[:, None] + np.einsum("ij,ij->i", B, B)[None, :] - 2.0 * (S @ B.T)
-        own = np.flatnonzero((idx >= lo) & (idx < lo + len(B)))
+        d2 = squared_distances(S, X[lo:lo + block])
+        own = np.flatnonzero((idx >= lo) & (idx < lo + d2.shape[1]))
         d2[own, idx[own] - lo] = np.inf  # not the row itself
         nearest = np.minimum(nearest, d2.min(axis=1))
-    median = math.sqrt(max(float(np.median(nearest)), 0.0)) if len(X) > 1 else 0.0
+    median = math.sqrt(float(np.median(nearest))) if len(X) > 1 else 0.0
     return median / math.sqrt(2.0 * math.log(1.0 / correlation))
 
 
