@@ -205,8 +205,8 @@ FUNCTIONS = {"branin": ("branin", 2, 0, True), "hartmann6": ("hartmann6", 6, 0, 
              "styblinski20-sobol": ("styblinski_tang", 20, 0, False),
              "rastrigin20": ("rastrigin", 20, 0, True),
              "rastrigin20-sobol": ("rastrigin", 20, 0, False)}
-#: The default problem list; the 20-d functions (slow: auto runs there take 10-46 CPU s) on
-#: request, with --problems.
+#: The default problem list (the issue's rows); the 20-d functions on request, with --problems
+#: (slow: the fixed ls=2-3 runs take up to 64 CPU s, auto on levy20-sobol 370 s).
 DEFAULT_PROBLEMS = (*DATASETS, "branin", "hartmann6", "levy", "branin10")
 PAPER = dict(strategy="bbkb", stopping_rule="global", lam=1.0, noise=NOISE_SD, rkhs_bound=1.0,
              delta=1e-4, batch_threshold=2.0, oversampling=8.0, explore=0.1, mode="sync")
