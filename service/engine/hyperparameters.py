@@ -458,9 +458,10 @@ SMOOTHING = 1.25
 #: dimensions (2000 candidates: 2.9, where the fits give 1.6-2.8) and on none of the issue's
 #: problems (Cadata 0.24, Hartmann-6 0.71 against kernels of 1-4: their runs are unchanged).
 #: Levy-20 0.215 -> 0.072, Styblinski-Tang-20 0.28 -> 0.23, Rastrigin-20 0.55 unchanged, at
-#: 1.3-1.8 CPU s per run instead of 1.2-35 (10 seeds, benchmarks/hyperparameters.py); but on
-#: Levy-20's Sobol points alone seed 0 gives 0.54 (the 10-seed mean was 0.34) at 370 CPU s (36):
-#: on the floor with the fitted lam 0.1, UCB there proposes a new arm at almost every step.
+#: 1.3-1.8 CPU s per run instead of 1.2-35 (10 seeds, benchmarks/hyperparameters.py).
+#: On the floor lam stays the configured one: the fit's noise is that of a kernel that
+#: interpolates the values (lam at LAM_FLOOR), and with it UCB proposed a new arm at almost every
+#: step (Levy-20's Sobol points alone, seed 0: 0.54 at 370 CPU s, 0.42 at 38 s with lam = 1).
 NEIGHBOUR_CORRELATION = 0.5
 
 #: After the first kept fit, a refit keeps each lengthscale within this factor of the last kept
@@ -489,9 +490,10 @@ class KernelState:
     RMS distance (:func:`rms_distance`) before a fit is kept, then SMOOTHING times the kept fit's
     (isotropic: at least :func:`neighbour_lengthscale`);
     ``lam``: the regulariser (auto: :func:`fitted_lam` of the last accepted fit, else the
-    configured one); ``variance`` and ``noise``: the last accepted fit's signal and
-    noise variance in the units of the values (None before); ``fitted_at``: observations at the
-    last fit (0 before it; a fit that BIC does not prefer to white noise keeps the values).
+    configured one, also on the neighbour floor); ``variance`` and ``noise``: the last accepted
+    fit's signal and noise variance in the units of the values (None before); ``fitted_at``:
+    observations at the last fit (0 before it; a fit that BIC does not prefer to white noise
+    keeps the values).
     """
 
     lengthscale: tuple[float, ...]

@@ -547,8 +547,8 @@ class Strategy:
         observation noise and the lengthscale shrunk until the arms' means are interpolated;
         one value per arm lets the noise term absorb what no smooth function explains.
         The kernel runs on SMOOTHING times a kept fit's lengthscales (isotropic: at least
-        :meth:`_neighbour_lengthscale`); after the first kept fit, a refit moves them by at most
-        a factor REFIT_TRUST from the kernel's / SMOOTHING.
+        :meth:`_neighbour_lengthscale`, with the configured lam there); after the first kept
+        fit, a refit moves them by at most a factor REFIT_TRUST from the kernel's / SMOOTHING.
         """
         cfg, current = self.config, self._hyper
         if not self._fits_kernel:
@@ -581,10 +581,12 @@ class Strategy:
         if not result.significant:  # the values look like white noise: keep the kernel
             return replace(current, fitted_at=n)
         lengthscale = tuple(SMOOTHING * v for v in fitted.lengthscale)
-        if len(lengthscale) == 1:
-            lengthscale = (max(lengthscale[0], self._neighbour_lengthscale()),)
-        return KernelState(lengthscale, fitted_lam(fitted, cfg.lam), fitted.variance,
-                           fitted.noise, n)
+        lam = fitted_lam(fitted, cfg.lam)
+        if len(lengthscale) == 1 and lengthscale[0] < self._neighbour_lengthscale():
+            # on the floor, the fit's noise is that of a kernel shorter than the spacing, which
+            # interpolates any values: keep the configured lam (NEIGHBOUR_CORRELATION)
+            lengthscale, lam = (self._neighbour_lengthscale(),), cfg.lam
+        return KernelState(lengthscale, lam, fitted.variance, fitted.noise, n)
 
     def _neighbour_lengthscale(self) -> float:
         """The floor of a kept isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed

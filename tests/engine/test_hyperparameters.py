@@ -19,6 +19,7 @@ from service.engine.hyperparameters import (
     Prior,
     exact_log_likelihood,
     fit,
+    fitted_lam,
     median_distance,
     neighbour_lengthscale,
     rms_distance,
@@ -276,33 +277,37 @@ def test_neighbour_lengthscale_gives_the_nearest_neighbour_that_correlation(bloc
 
 @pytest.mark.parametrize("ard", [False, True], ids=["isotropic", "ard"])
 def test_a_kept_fit_never_runs_the_kernel_below_the_neighbour_lengthscale(monkeypatch, ard):
-    """Every fit kept with a lengthscale 1/10 of the real fit's (a stand-in for data with
-    structure below the candidates' spacing): the isotropic kernel runs on the floor at which
-    nearest neighbours correlate at NEIGHBOUR_CORRELATION; ARD's on SMOOTHING x the fit."""
+    """Every fit kept with a lengthscale 1/10 of the real fit's and a tenth of its noise (a
+    stand-in for data with structure below the candidates' spacing): the isotropic kernel runs
+    on the floor at which nearest neighbours correlate at NEIGHBOUR_CORRELATION, with the
+    configured lam; ARD's on SMOOTHING x the fit, with the fit's lam."""
     import service.engine.strategy as strategy_module
 
-    kept: list[tuple[float, ...]] = []
+    kept: list[Hyperparameters] = []
 
-    def short_fit(*args, **kwargs):  # the real fit, 10x shorter, kept
+    def short_fit(*args, **kwargs):  # the real fit, 10x shorter and less noisy, kept
         result = fit(*args, **kwargs)
-        short = tuple(0.1 * v for v in result.hyperparameters.lengthscale)
+        fitted = result.hyperparameters
+        short = replace(fitted, lengthscale=tuple(0.1 * v for v in fitted.lengthscale),
+                        noise=0.1 * fitted.noise)
         kept.append(short)
-        return replace(result, evidence=1e3,
-                       hyperparameters=replace(result.hyperparameters, lengthscale=short))
+        return replace(result, evidence=1e3, hyperparameters=short)
 
     monkeypatch.setattr(strategy_module, "fit", short_fit)
     X, f = smooth_problem(n=300, d=3, seed=2)
     strategy = Strategy(X, _auto_config(ard=ard, explore=1.0))
     run(strategy, f, 120, np.random.default_rng(1))
     floor = neighbour_lengthscale(strategy._normalized, NEIGHBOUR_CORRELATION)
-    used = list(dict.fromkeys(tuple(b.hyperparameters["lengthscale"]) for b in strategy.batches
-                              if b.hyperparameters["variance"] is not None))
+    used = list(dict.fromkeys((tuple(h["lengthscale"]), h["lam"]) for h in (
+        b.hyperparameters for b in strategy.batches) if h["variance"] is not None))
     assert len(kept) >= 2 and len(used) >= 1
-    for lengthscale, short in zip(used, kept, strict=False):
-        if len(short) == 1:
-            assert SMOOTHING * short[0] < floor and lengthscale == pytest.approx((floor,))
+    for (lengthscale, lam), short in zip(used, kept, strict=False):
+        if len(short.lengthscale) == 1:
+            assert SMOOTHING * short.lengthscale[0] < floor
+            assert lengthscale == pytest.approx((floor,)) and lam == strategy.config.lam
         else:
-            np.testing.assert_allclose(lengthscale, SMOOTHING * np.array(short))
+            np.testing.assert_allclose(lengthscale, SMOOTHING * np.array(short.lengthscale))
+            assert lam == fitted_lam(short, strategy.config.lam) < strategy.config.lam
 
 
 def test_default_lengthscale_is_the_rms_distance_of_normalised_candidates():
