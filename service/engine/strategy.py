@@ -549,6 +549,8 @@ class Strategy:
         The kernel runs on SMOOTHING times a kept fit's lengthscales (isotropic: at least
         :meth:`_neighbour_lengthscale`, with the configured lam there); after the first kept
         fit, a refit moves them by at most a factor REFIT_TRUST from the kernel's / SMOOTHING.
+        Before it, an isotropic fit BIC does not keep but that puts the lengthscale below the
+        floor moves the kernel from the start down to the floor.
         """
         cfg, current = self.config, self._hyper
         if not self._fits_kernel:
@@ -578,7 +580,13 @@ class Strategy:
                      trust=None if last is None else REFIT_TRUST,
                      restarts=2 if last is None else 0, max_points=500 if exact else 2000)
         fitted = result.hyperparameters
-        if not result.significant:  # the values look like white noise: keep the kernel
+        if not result.significant:  # the values look like white noise: keep the kernel ...
+            floor = self._neighbour_lengthscale() if len(fitted.lengthscale) == 1 else 0.0
+            if current.variance is None and SMOOTHING * fitted.lengthscale[0] < floor \
+                    < current.lengthscale[0]:
+                # ... but before any kept fit, noise on the candidates' spacing says the start is
+                # far too smooth: go to the shortest lengthscale that still links neighbours
+                return replace(current, lengthscale=(floor,), fitted_at=n)
             return replace(current, fitted_at=n)
         lengthscale = tuple(SMOOTHING * v for v in fitted.lengthscale)
         lam = fitted_lam(fitted, cfg.lam)

@@ -310,6 +310,42 @@ def test_a_kept_fit_never_runs_the_kernel_below_the_neighbour_lengthscale(monkey
             assert lam == fitted_lam(short, strategy.config.lam) < strategy.config.lam
 
 
+@pytest.mark.parametrize("first_kept", [False, True])
+def test_an_unkept_fit_below_the_neighbour_lengthscale_moves_only_the_start(monkeypatch,
+                                                                           first_kept):
+    """Fits that BIC does not keep, with a lengthscale 1/10 of the real fit's (white noise on
+    the candidates' spacing): before any kept fit the kernel leaves the start for the floor,
+    at the configured lam, and stays there; once a fit has been kept, they change nothing."""
+    import service.engine.strategy as strategy_module
+
+    calls: list[float] = []
+
+    def unkept_fit(*args, **kwargs):  # the real fit, 10x shorter, not kept (but the first)
+        result = fit(*args, **kwargs)
+        calls.append(0.1 * result.hyperparameters.lengthscale[0])
+        if first_kept and len(calls) == 1:
+            return replace(result, evidence=1e3)
+        short = replace(result.hyperparameters, lengthscale=(calls[-1],))
+        return replace(result, evidence=-1e3, gain=None, hyperparameters=short)
+
+    monkeypatch.setattr(strategy_module, "fit", unkept_fit)
+    X, f = smooth_problem(n=300, d=3, seed=2)
+    strategy = Strategy(X, _auto_config(explore=1.0))
+    start = strategy.hyperparameters.lengthscale[0]
+    run(strategy, f, 120, np.random.default_rng(1))
+    floor = neighbour_lengthscale(strategy._normalized, NEIGHBOUR_CORRELATION)
+    states = [b.hyperparameters for b in strategy.batches]
+    assert len(calls) >= 3 and all(SMOOTHING * ls < floor for ls in calls[first_kept:])
+    if first_kept:
+        kept = [h for h in states if h["variance"] is not None]
+        assert kept and {tuple(h["lengthscale"]) for h in kept} == {tuple(kept[0]["lengthscale"])}
+        assert kept[0]["lengthscale"][0] > floor
+    else:
+        assert {tuple(h["lengthscale"]) for h in states} == {(start,), (floor,)}
+        assert tuple(states[-1]["lengthscale"]) == (floor,)
+        assert all(h["variance"] is None and h["lam"] == strategy.config.lam for h in states)
+
+
 def test_default_lengthscale_is_the_rms_distance_of_normalised_candidates():
     X, _ = smooth_problem(n=200, d=3, seed=1)
     X[:, 2] = X[:, 2] ** 3  # a skewed column: unit scaling then differs from sqrt(2 d)
@@ -388,20 +424,31 @@ def test_config_round_trip_keeps_the_resolved_options():
         assert EngineConfig.from_dict(cfg.to_dict()) == cfg
 
 
-def test_a_sparse_strategy_leaves_a_too_long_start_like_the_exact_fit_would():
+def test_a_sparse_strategy_leaves_a_too_long_start_like_the_exact_fit_would(monkeypatch):
     """Levy-20: the start (sqrt(2 d) = 6.3) is far too long. Titsias' bound with the
     dictionary drawn at 6.3 cannot express short lengthscales, so BBKB's refits used to be
     rejected and it kept 6.3 to T = 1000 (regret ratio 0.7 vs GP-BUCB's 0.18); until a fit is
-    kept it now fits by the exact likelihood, as GP-BUCB does, and leaves the start."""
+    kept it now fits by the exact likelihood, as GP-BUCB does, finds the short lengthscale and
+    leaves the start (to the neighbour floor while BIC does not yet keep the fits)."""
+    import service.engine.strategy as strategy_module
+
+    calls: list[tuple[bool, float]] = []  # (exact likelihood, fitted lengthscale): a spy
+
+    def spy(*args, **kwargs):
+        result = fit(*args, **kwargs)
+        calls.append((kwargs["inducing"] is None, result.hyperparameters.lengthscale[0]))
+        return result
+
+    monkeypatch.setattr(strategy_module, "fit", spy)
     raw = function_problem("levy", dim=20, n_candidates=2000, noise_sd=0.01, seed=0)
     f = (raw.values - raw.values.min()) / np.ptp(raw.values)
     strategy = Strategy(raw.candidates, strategy="bbkb", mode="sync", seed=0, explore=0.1,
                         oversampling=2.0)
     start = strategy.hyperparameters.lengthscale[0]
     run(strategy, f, 200, np.random.default_rng(0))
-    fitted = [b for b in strategy.batches if b.hyperparameters["variance"] is not None]
-    assert fitted and fitted[0].hyperparameters["fitted_at"] < 200
-    assert strategy.hyperparameters.lengthscale[0] < 0.5 * start
+    assert calls and calls[0][0] and calls[0][1] < 0.5 * start
+    floor = neighbour_lengthscale(strategy._normalized, NEIGHBOUR_CORRELATION)
+    assert strategy.hyperparameters.lengthscale[0] <= floor < 0.7 * start
 
 
 @pytest.mark.parametrize("overrides", [{}, {"kernel": {"name": "rbf", "lengthscale": 0.2}}],
