@@ -29,8 +29,8 @@ Hartmann-6 runs are bimodal (stuck at the local maximum for good, RR ~0.23-0.29,
 Figures (mean RR; auto = the engine's default: the first lengthscale the RMS distance, new arms
 only until the first fit, then the lengthscale and lam fitted, each refit after the first kept
 within REFIT_TRUST = 2 of the last kept fit's lengthscales, and the kernel on SMOOTHING = 1.25 x
-the fitted lengthscale; "session 6" = the default without the trust region; auto-ard at
-T = 2000, 30 seeds)::
+the fitted lengthscale, never below the neighbour floor (below); "session 6" = the default
+without the trust region; auto-ard at T = 2000, 30 seeds)::
 
     problem         t  seeds  best fixed    auto    auto/best-1  session 6  auto-ard
     abalone      2000     30  ls=4 0.1129   0.1147   +1.6%       0.1147     0.1147  +1.6%
@@ -41,25 +41,35 @@ T = 2000, 30 seeds)::
     cadata      10^4      20  ls=4 0.0027   0.0014  -48%         0.0014
     branin       2000     30  ls=2 0.0812   0.0247  -70%         0.0247     0.0211  -74%
     branin      10^4      10  ls=1 0.0320   0.0099  -69%         0.0103
-    hartmann6    2000     30  ls=1 0.0713   0.0469  -34%         0.0469     0.0469  -34%
+    hartmann6    2000     30  ls=1 0.0713   0.0451  -37%         0.0469     0.0451  -37%
     hartmann6   10^4      10  ls=1 0.0751   0.0074  -90%         0.0074
     levy         2000     30  ls=2 0.0552   0.0348  -37%         0.0347     0.0414  -25%
     levy        10^4      10  ls=2 0.0307   0.0099  -68%         0.0098
-    branin10     2000     30  ls=8 0.0948   0.1273  +34%         0.1245     0.0312  -67%
+    branin10     2000     30  ls=8 0.0948   0.1490  +57%         0.1245     0.0308  -68%
 
 The 20-dimensional functions of ``literature.py`` are the open miss of the automatic default
-(T = 2000, 10 seeds unless said, mean RR; the -sobol variants drop the appended optimum; "lam
-fit" = the floor with the fitted lam (session 7's default, since then the floor keeps the
-configured lam); "trust" = with the trust region, before the neighbour floor
-NEIGHBOUR_CORRELATION; CPU s per run of auto, of "lam fit" in brackets)::
+(T = 2000, 10 seeds unless said, mean RR; the -sobol variants drop the appended optimum; "0.5" =
+the neighbour floor at correlation 0.5 with the configured lam and without the move of the start
+to the floor (below); "s7" = the same with the fitted lam on the floor, session 7's default; CPU
+s per run of auto)::
 
-    problem              auto    ls=2    ls=3    ls=4    ls=6    ls=8   lam fit  trust  cpu s
-    levy20               0.070   0.63    0.0097  0.021   0.18    0.55   0.072    0.215  1.1 (1.4)
-    levy20-sobol         0.33    0.67    0.40    0.28    0.146   0.32   0.54/1   0.338  21 (370/1)
-    styblinski20         0.239   0.61            0.059   0.33    0.39   0.232    0.280  1.2 (1.8)
-    styblinski20-sobol   0.308           0.44    0.22    0.175   0.31   0.303    0.291  7.7 (29)
-    rastrigin20          0.545   0.0052          0.11    0.86    0.87   0.546    0.545  1.3 (1.3)
-    rastrigin20-sobol    0.237   0.49            0.095   0.51    0.62   0.236    0.332  0.8 (0.9)
+    problem              auto    ls=2    ls=3    ls=4    ls=6    ls=8   0.5    s7      cpu s
+    levy20               0.023   0.63    0.0097  0.021   0.18    0.55   0.070  0.072   0.3
+    levy20-sobol         0.27    0.67    0.40    0.28    0.146   0.32   0.33   0.54/1  7.9
+    styblinski20         0.067   0.61            0.059   0.33    0.39   0.239  0.232   1.0
+    styblinski20-sobol   0.23            0.44    0.22    0.175   0.31   0.308  0.303   2.0
+    rastrigin20          0.54    0.0052          0.11    0.86    0.87   0.545  0.546   5.9
+    rastrigin20-sobol    0.15    0.49            0.095   0.51    0.62   0.237  0.236   0.7
+
+The floor is now 4.1 here (correlation 0.7), and before any kept fit an unkept isotropic fit
+below it moves the kernel from the start (the RMS distance, 6.3) to it: the fits stay
+insignificant for 120-190 observations, and UCB on the start proposed a new arm at almost every
+step over them (regret ratio ~0.9 until the first kept fit on levy20). With the move alone at
+0.5: levy20 0.0195, styblinski20 0.110, rastrigin20 0.180, rastrigin20-sobol 0.082, but
+styblinski20-sobol 0.47 and levy20-sobol 0.41; 0.7 alone: levy20 0.063, styblinski20 0.229,
+rastrigin20-sobol 0.33, styblinski20-sobol 0.25, levy20-sobol 0.27. Elsewhere the move fires only
+on branin10, whose one lengthscale cannot fit it anyway (0.127 -> 0.149; auto-ard 0.031
+unchanged), and the floor only on Hartmann-6 (0.047 -> 0.045, 30 seeds).
 
 On the floor with the fitted lam (0.1, at LAM_FLOOR: a kernel that short interpolates any
 values, so the fitted noise is tiny), UCB proposed a new arm at almost every step: levy20-sobol
@@ -73,8 +83,11 @@ one run; CPU s per run)::
 
     problem        auto   cpu s  best fixed         the other fixed bandwidths
     eggholder2     0.304    0.4  ls=1 0.495         0.125: 0.54, 0.25: 0.52, 0.5: 0.55, 2: 0.71
-    powell50       0.564   54    ls=5 0.411         2.5: 0.79, 10: 0.43 (6.8 s), 20: 0.55
-    rastrigin100   0.926   56    ls=2.5, 5 0.0005   20: 0.94 (11 s), 40: 0.94
+    powell50       0.148    3.1  ls=5 0.411         2.5: 0.79, 10: 0.43 (6.8 s), 20: 0.55
+    rastrigin100   0.923    8.9  ls=2.5, 5 0.0005   20: 0.94 (11 s), 40: 0.94
+
+(With the floor at correlation 0.5 and no move of the start: powell50 0.564 at 54 CPU s,
+rastrigin100 0.926 at 56 s; the kernel there runs on 8.5 and 12-94.)
 
 Rastrigin-100's optimum, appended at the centre of the box, is what a short bandwidth finds at
 once (2 dictionary atoms, 11 batches); at 20 and above every run is near uniform (RR ~0.93).
@@ -102,8 +115,9 @@ once (2 dictionary atoms, 11 batches); at 20 and above every run is near uniform
   climbed back to 0.83. With it the lengthscale goes to 4.1 (lam 1) and the run ends at 0.23.
 * Before the floor, auto cost 10-46 CPU s per run here against under 0.5 s for the fixed
   bandwidths: runs on lengthscales 2-4 opened 200-500 batches with dictionaries of 250-550 atoms.
-  The floor (2.9 here: the median candidate is 3.5 from its nearest neighbour) brings most of
-  them to 1-2 s; with the configured lam on the floor, the -sobol variants take 1-21 s.
+  The floor (at correlation 0.5 2.9 here: the median candidate is 3.5 from its nearest
+  neighbour) brought most of them to 1-2 s; with the configured lam on the floor, the -sobol
+  variants took 1-21 s; now 0.3-8 s.
 
 Tried and not kept: the trust region on the first fit as well (within 2x of the start):
 Hartmann-6 0.149 against 0.047 (30 seeds; its MAP ~0.94 is 3.7x below the start 3.46); the smooth
@@ -120,7 +134,7 @@ worktree, not kept).
 ``branin10`` is Branin plus 8 uniform columns it does not depend on (``FUNCTIONS``), the case
 ARD is for: one lengthscale cannot be long in the 8 columns and short in the 2 (the fit settles
 near 4 and the kernel runs near 5; ls=4 gives 0.137), so the isotropic default misses there, and
-``ard: true`` is 69% below the best isotropic bandwidth. On the other problems ARD costs: Cadata
+``ard: true`` is 68% below the best isotropic bandwidth. On the other problems ARD costs: Cadata
 +54%, its 8 lengthscales spread over 0.6-33. An ARD prior centred on the isotropic fit's
 lengthscale, with sd 0.5 / 0.3 in log space instead of 1 around the RMS distance, cut Cadata to
 0.0066 / 0.0055 (Hartmann-6 0.047 / 0.047, Levy 0.046 / 0.039, Branin 0.024 / 0.025, Abalone
