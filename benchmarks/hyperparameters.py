@@ -61,6 +61,7 @@ s per run of auto)::
     rastrigin20          0.54    0.0052          0.11    0.86    0.87   0.545  0.546   5.9
     rastrigin20-sobol    0.15    0.49            0.095   0.51    0.62   0.237  0.236   0.7
 
+(levy20 also: ls=3.5 0.018, ls=5 0.036, ls=16 0.85.)
 The floor is now 4.1 here (correlation 0.7), and before any kept fit an unkept isotropic fit
 below it moves the kernel from the start (the RMS distance, 6.3) to it: the fits stay
 insignificant for 120-190 observations, and UCB on the start proposed a new arm at almost every
@@ -91,7 +92,8 @@ rastrigin100 0.926 at 56 s; the kernel there runs on 8.5 and 12-94.)
 
 Rastrigin-100's optimum, appended at the centre of the box, is what a short bandwidth finds at
 once (2 dictionary atoms, 11 batches); at 20 and above every run is near uniform (RR ~0.93).
-(levy20 also: ls=3.5 0.018, ls=5 0.036, ls=16 0.85.) What the runs show:
+
+What the runs show:
 
 * The best bandwidth is sharp (1.5x off costs 3-100x) and moves with a single candidate: the
   known optimum that ``function_problem`` appends to 1999 Sobol points is, in 20 dimensions, an
@@ -115,7 +117,7 @@ once (2 dictionary atoms, 11 batches); at 20 and above every run is near uniform
   climbed back to 0.83. With it the lengthscale goes to 4.1 (lam 1) and the run ends at 0.23.
 * Before the floor, auto cost 10-46 CPU s per run here against under 0.5 s for the fixed
   bandwidths: runs on lengthscales 2-4 opened 200-500 batches with dictionaries of 250-550 atoms.
-  The floor (at correlation 0.5 2.9 here: the median candidate is 3.5 from its nearest
+  At correlation 0.5 the floor (2.9 here: the median candidate is 3.5 from its nearest
   neighbour) brought most of them to 1-2 s; with the configured lam on the floor, the -sobol
   variants took 1-21 s; now 0.3-8 s.
 
@@ -237,8 +239,8 @@ FUNCTIONS = {"branin": ("branin", 2, 0, True), "hartmann6": ("hartmann6", 6, 0, 
              "rastrigin20-sobol": ("rastrigin", 20, 0, False),
              "eggholder2": ("eggholder", 2, 0, True), "powell50": ("powell", 52, 0, True),
              "rastrigin100": ("rastrigin", 100, 0, True)}
-#: The default problem list (the issue's rows); the 20-d functions on request, with --problems
-#: (slow: the fixed ls=2-3 runs take up to 64 CPU s, auto on levy20-sobol 21 s).
+#: The default problem list (the issue's rows); literature.py's functions on request, with
+#: --problems (slow: fixed ls=2-3 in 20 d up to 64 CPU s per run, rastrigin100 ls=10 > 10 min).
 DEFAULT_PROBLEMS = (*DATASETS, "branin", "hartmann6", "levy", "branin10")
 PAPER = dict(strategy="bbkb", stopping_rule="global", lam=1.0, noise=NOISE_SD, rkhs_bound=1.0,
              delta=1e-4, batch_threshold=2.0, oversampling=8.0, explore=0.1, mode="sync")

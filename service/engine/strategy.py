@@ -580,25 +580,25 @@ class Strategy:
                      trust=None if last is None else REFIT_TRUST,
                      restarts=2 if last is None else 0, max_points=500 if exact else 2000)
         fitted = result.hyperparameters
+        lengthscale = tuple(SMOOTHING * v for v in fitted.lengthscale)
+        floor = self._neighbour_lengthscale() if len(lengthscale) == 1 else 0.0
+        below_floor = lengthscale[0] < floor  # isotropic only (ARD: floor 0)
         if not result.significant:  # the values look like white noise: keep the kernel ...
-            floor = self._neighbour_lengthscale() if len(fitted.lengthscale) == 1 else 0.0
-            if current.variance is None and SMOOTHING * fitted.lengthscale[0] < floor \
-                    < current.lengthscale[0]:
+            if current.variance is None and below_floor and floor < current.lengthscale[0]:
                 # ... but before any kept fit, noise on the candidates' spacing says the start is
                 # far too smooth: go to the shortest lengthscale that still links neighbours
                 return replace(current, lengthscale=(floor,), fitted_at=n)
             return replace(current, fitted_at=n)
-        lengthscale = tuple(SMOOTHING * v for v in fitted.lengthscale)
-        lam = fitted_lam(fitted, cfg.lam)
-        if len(lengthscale) == 1 and lengthscale[0] < self._neighbour_lengthscale():
+        if below_floor:
             # on the floor, the fit's noise is that of a kernel shorter than the spacing, which
             # interpolates any values: keep the configured lam (NEIGHBOUR_CORRELATION)
-            lengthscale, lam = (self._neighbour_lengthscale(),), cfg.lam
-        return KernelState(lengthscale, lam, fitted.variance, fitted.noise, n)
+            return KernelState((floor,), cfg.lam, fitted.variance, fitted.noise, n)
+        return KernelState(lengthscale, fitted_lam(fitted, cfg.lam), fitted.variance,
+                           fitted.noise, n)
 
     def _neighbour_lengthscale(self) -> float:
-        """The floor of a kept isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed
-        once, at the first kept fit."""
+        """The floor of an isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed
+        once, at the first isotropic fit."""
         if not hasattr(self, "_neighbour_floor"):
             self._neighbour_floor = neighbour_lengthscale(self._normalized, NEIGHBOUR_CORRELATION)
         return self._neighbour_floor
