@@ -18,11 +18,6 @@ from .searchspace import SearchSpace
 from .store import queries
 from .store.models import Batch, Study, Trial
 
-#: Strategies with a model of their own, which the kernel settings do not reach.
-_OWN_MODELS = {"gssbo": "its own Matern-5/2 GP, fitted by maximum likelihood",
-               "go-ucb": "a neural network"}
-_KERNEL_SETTINGS = ("kernel", "hyperparameters", "ard", "normalize")
-
 
 def build_spec(request: StudyCreate, dim: int | None) -> dict[str, Any]:
     """The stored study spec; the engine config is validated here (errors name the field)."""
@@ -30,10 +25,6 @@ def build_spec(request: StudyCreate, dim: int | None) -> dict[str, Any]:
         config = EngineConfig.from_dict(request.engine)
     except EngineError as exc:
         raise Invalid(str(exc), field=f"engine.{exc.field}" if exc.field else "engine") from exc
-    ignored = [key for key in _KERNEL_SETTINGS if key in request.engine]
-    if config.strategy in _OWN_MODELS and ignored:  # refused rather than silently unused
-        raise Invalid(f"strategy {config.strategy!r} uses {_OWN_MODELS[config.strategy]}: "
-                      f"{ignored[0]!r} does not apply to it; drop it", field=f"engine.{ignored[0]}")
     if request.search_space is not None:
         parameters: dict[str, Any] = {
             "kind": "space", "space": [p.model_dump() for p in request.search_space]}

@@ -32,6 +32,8 @@ _TUNABLE_KERNELS = ("rbf", "matern52")
 #: Strategies with models of their own (gssbo.py, goucb.py): their papers' widths (explore
 #: defaults to 1) and no kernel hyper-parameters of the engine.
 LITERATURE_STRATEGIES: tuple[str, ...] = ("gssbo", "go-ucb")
+_OWN_MODELS = {"gssbo": "its own Matern-5/2 GP, fitted by maximum likelihood",
+               "go-ucb": "a neural network"}
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         self._resolve_hyperparameters()
+        self._refuse_unused_kernel_settings()
         _choice("strategy", self.strategy, STRATEGIES)
         _choice("stopping_rule", self.stopping_rule, STOPPING_RULES)
         _choice("mode", self.mode, MODES)
@@ -140,6 +143,20 @@ class EngineConfig:
         normalize = self.normalize or ("zscore" if mode == "auto" else "none")
         _choice("normalize", normalize, NORMALIZERS)
         object.__setattr__(self, "normalize", normalize)
+
+    def _refuse_unused_kernel_settings(self) -> None:
+        """GSSBO and GO-UCB never see the engine's kernel: settings other than the defaults
+        would go silently unused, so they are refused (the defaults round-trip through
+        :meth:`to_dict`)."""
+        if self.strategy not in LITERATURE_STRATEGIES:
+            return
+        unused = [name for name, default in (
+            ("kernel", self.kernel.to_dict() == make_kernel(None).to_dict()),
+            ("hyperparameters", self.hyperparameters == "auto"),
+            ("normalize", self.normalize == "zscore"), ("ard", not self.ard)) if not default]
+        if unused:
+            raise ConfigError(f"strategy {self.strategy!r} uses {_OWN_MODELS[self.strategy]}: "
+                              f"{unused[0]!r} does not apply to it; drop it", field=unused[0])
 
     def _validate_literature(self) -> None:
         """The GSSBO / GO-UCB parameters (checked whatever the strategy: clear errors early)."""

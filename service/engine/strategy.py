@@ -72,8 +72,7 @@ EXACT_FIT_ARMS = 300
 #: 10^5 replicated observations draws a dictionary of ~300 atoms at q-bar 8, and the fit on all
 #: of them took 15 s (the first ask's whole cost; resparsifying takes 0.1 s).
 FIT_INDUCING = 128
-_LITERATURE = LITERATURE_STRATEGIES  # their own models (gssbo.py, goucb.py)
-_NO_DICTIONARY = ("uniform",) + _EXACT + _LITERATURE
+_NO_DICTIONARY = ("uniform",) + _EXACT + LITERATURE_STRATEGIES
 STREAM_LITERATURE = 4
 
 
@@ -272,7 +271,7 @@ class Strategy:
         """
         n, cfg = len(self._records), self.config
         new = t >= n
-        if batch != self._batch or self._batch < 0 or cfg.strategy in _LITERATURE \
+        if batch != self._batch or self._batch < 0 or cfg.strategy in LITERATURE_STRATEGIES \
                 or not np.array_equal(t[new], np.arange(n, n + int(new.sum()))) \
                 or np.any(records["batch"][new] != self._batch) \
                 or np.any(records["folded"][new] >= 0) \
@@ -480,7 +479,7 @@ class Strategy:
 
     def _build_posterior(self, pulled: np.ndarray, observed: np.ndarray) -> Any:
         cfg = self.config
-        if cfg.strategy in _LITERATURE:
+        if cfg.strategy in LITERATURE_STRATEGIES:
             return self._literature_posterior(pulled, observed)
         if self._exact is not None:
             n = len(pulled)
@@ -536,7 +535,7 @@ class Strategy:
         """Whether the strategy refits its kernel hyper-parameters (GSSBO and GO-UCB fit their
         own models)."""
         return self.config.hyperparameters == "auto" and self.config.strategy not in (
-            "uniform", *_LITERATURE)
+            "uniform", *LITERATURE_STRATEGIES)
 
     def _refit(self, b: int, start: int, dictionary: np.ndarray) -> KernelState:
         """Batch b's hyper-parameters: refit by marginal likelihood when the schedule says so.
@@ -605,7 +604,7 @@ class Strategy:
 
     def _components(self, b: int, start: int) -> tuple[Selector, StoppingRule]:
         cfg = self.config
-        if b == 0 and (start == 0 or cfg.strategy in _LITERATURE) \
+        if b == 0 and (start == 0 or cfg.strategy in LITERATURE_STRATEGIES) \
                 and cfg.strategy != "uniform":
             design = self._initial_design()
             return Design(design), FixedSizeRule(len(design), "initial")
@@ -626,7 +625,7 @@ class Strategy:
     def _initial_design(self) -> list[int]:
         """Uncertainty sampling for a minimum parallelism P (Alg. 3), else one uniform arm."""
         cfg = self.config
-        if cfg.strategy in _LITERATURE:
+        if cfg.strategy in LITERATURE_STRATEGIES:
             return self._literature_design()
         design: list[int] = []
         if cfg.min_parallelism is not None:
@@ -638,7 +637,7 @@ class Strategy:
     def _width(self, observed: np.ndarray) -> float:
         """alpha = explore * C * beta, beta of BBKB Theorem 2 over the folded observations."""
         cfg = self.config
-        if cfg.strategy in _LITERATURE:
+        if cfg.strategy in LITERATURE_STRATEGIES:
             return self._literature_width(observed)
         inflation = 1.0 if self._exact is not None else 3.0  # Lemma 2's factor 3 for Nystrom
         var = self._records.var_start[: len(observed)][observed]

@@ -112,8 +112,22 @@ def test_time_rule_fixes_the_buffer_once_a_fit_is_slow():
     ({"gssbo_buffer": None, "gssbo_time_factor": 0.5}, "gssbo_time_factor"),
     ({"batch_rule": "global"}, "batch_rule"),
     ({"fit_restarts": -1}, "fit_restarts"),
+    # the engine's kernel never reaches GSSBO's own GP: refused rather than silently unused
+    ({"kernel": {"name": "rbf", "lengthscale": 2.0}}, "kernel"),
+    ({"kernel": {"name": "matern52"}}, "kernel"),
+    ({"hyperparameters": "fixed"}, "hyperparameters"),
+    ({"normalize": "none"}, "normalize"),
+    ({"ard": True}, "ard"),
 ])
 def test_bad_configurations_name_the_field(change, field):
     with pytest.raises(ConfigError) as err:
         EngineConfig(strategy="gssbo", **change)
     assert err.value.field == field
+
+
+@pytest.mark.parametrize("strategy", ["gssbo", "go-ucb"])
+def test_the_default_kernel_settings_round_trip_for_strategies_with_their_own_model(strategy):
+    """Stored specs carry the resolved defaults (kernel, hyperparameters, normalize, ard):
+    restoring them must not trip the refusal of kernel settings."""
+    config = EngineConfig(strategy=strategy, kernel={"name": "rbf"})
+    assert EngineConfig.from_dict(config.to_dict()) == config
