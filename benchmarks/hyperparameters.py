@@ -205,6 +205,8 @@ Usage::
     nice -n 19 python benchmarks/hyperparameters.py --T 2000 --seeds 10 --no-ard \
         --problems levy20 levy20-sobol --lengthscales 2 3 4 6 8            # ~25 min
     ... --only auto --smoothing 1          # the kernel on the fitted lengthscale itself
+    python benchmarks/hyperparameters.py --evidence 400 --lengthscales 0.5 1 2 3 4 6 8 16 \
+        --problems levy20-sobol rastrigin20-sobol cadata   # no runs: what the likelihood sees
 """
 
 from __future__ import annotations
@@ -221,6 +223,8 @@ from literature import FUNCTIONS as LITERATURE_FUNCTIONS
 
 import service.engine.strategy as strategy_module
 from service.engine import Strategy
+from service.engine.hyperparameters import Hyperparameters, Prior, fit, rms_distance
+from service.engine.normalize import choose_scaling
 from service.problems import Problem, dataset_problem
 from service.problems.functions import function_problem
 
@@ -257,6 +261,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--smoothing", type=float, default=None,
                    help="auto's lengthscale factor (default: the engine's SMOOTHING; 1 = the MAP)")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "hyper")
+    p.add_argument("--evidence", type=int, default=None, metavar="N",
+                   help="no runs: per problem and lengthscale, the evidence for a kernel "
+                        "structure in N uniform arms (log likelihood over white noise, the "
+                        "engine's fit at that lengthscale) and the free fit")
     args = p.parse_args(argv)
     if args.quick:
         args.T, args.seeds, args.problems = 500, 1, ["abalone", "branin"]
@@ -331,8 +339,37 @@ def run_one(problem: Problem, config: dict[str, Any], T: int, seed: int) -> dict
             "fits": len({b.hyperparameters["fitted_at"] for b in strategy.batches}) - 1}
 
 
+def evidence(problem: Problem, lengthscales: list[float], n: int, seed: int = 0) -> list[str]:
+    """What the likelihood can see on ``n`` uniformly drawn arms (one noisy value each, z-scored
+    candidates): the engine's fit with the lengthscale pinned at each of ``lengthscales``
+    (``trust`` 1) and left free, each as its log likelihood over white noise and the BIC
+    threshold it must pass to be kept (``FitResult.significant``)."""
+    rng = np.random.default_rng(seed)
+    arms = rng.choice(len(problem.candidates), size=min(n, len(problem.candidates)),
+                      replace=False)
+    X = choose_scaling(problem.candidates, "zscore").apply(problem.candidates)[arms]
+    y = problem.values[arms] + problem.noise_sd * rng.standard_normal(len(arms))
+    prior = Prior(rms_distance(X))
+    cells = []
+    for ls in lengthscales:
+        pinned = fit(X, y, prior=prior, rng=np.random.default_rng(seed), restarts=0,
+                     start=Hyperparameters((ls,), float(np.var(y)), 0.1 * float(np.var(y))),
+                     trust=1.0)
+        cells.append(f"{pinned.evidence:.1f}")
+    free = fit(X, y, prior=prior, rng=np.random.default_rng(seed))
+    threshold = 0.5 * 2 * np.log(len(y))  # _bic_penalty(2, n): lengthscale and signal variance
+    return [problem.name, str(len(y)), *cells,
+            f"{free.hyperparameters.lengthscale[0]:.2f} ({free.evidence:.1f})", f"{threshold:.1f}"]
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.evidence is not None:
+        rows = [evidence(raw_problem(name), args.lengthscales, args.evidence)
+                for name in args.problems]
+        print(common.format_table(["problem", "arms", *(f"ls={ls:g}" for ls in args.lengthscales),
+                                   "free fit (evidence)", "BIC threshold"], rows))
+        return
     if args.smoothing is not None:
         strategy_module.SMOOTHING = args.smoothing
     args.out.mkdir(parents=True, exist_ok=True)
