@@ -486,6 +486,18 @@ def fitted_lam(fitted: Hyperparameters, configured: float) -> float:
     return float(min(configured, max(LAM_FLOOR * configured, fitted.noise / fitted.variance)))
 
 
+#: Where a batch's lengthscales come from: the config's kernel ("fixed"), the RMS distance
+#: before any fit is kept ("start"), the neighbour floor, where a fit, kept or not, put a single
+#: lengthscale below it ("floor"), or SMOOTHING times the kept fit's ("fit").
+SOURCES: tuple[str, ...] = ("fixed", "start", "floor", "fit")
+
+
+def _source(value: object) -> str | None:
+    if value is not None and value not in SOURCES:
+        raise ValueError(f"source must be one of {list(SOURCES)} or null, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class KernelState:
     """The hyper-parameters one batch uses; persisted with the batch so a restore installs them.
@@ -497,7 +509,8 @@ class KernelState:
     configured one, also on the neighbour floor); ``variance`` and ``noise``: the last accepted
     fit's signal and noise variance in the units of the values (None before); ``fitted_at``:
     observations at the last fit (0 before it; a fit that BIC does not prefer to white noise
-    keeps the values).
+    keeps the values); ``source``: where the lengthscales come from (:data:`SOURCES`; None in
+    states stored before it was recorded).
     """
 
     lengthscale: tuple[float, ...]
@@ -505,10 +518,12 @@ class KernelState:
     variance: float | None = None
     noise: float | None = None
     fitted_at: int = 0
+    source: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {"lengthscale": list(self.lengthscale), "lam": self.lam,
-                "variance": self.variance, "noise": self.noise, "fitted_at": self.fitted_at}
+                "variance": self.variance, "noise": self.noise, "fitted_at": self.fitted_at,
+                "source": self.source}
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> KernelState:
@@ -517,7 +532,8 @@ class KernelState:
                        float(data["lam"]),  # type: ignore[arg-type]
                        None if data.get("variance") is None else float(data["variance"]),
                        None if data.get("noise") is None else float(data["noise"]),
-                       int(data.get("fitted_at", 0)))  # type: ignore[call-overload]
+                       int(data.get("fitted_at", 0)),  # type: ignore[call-overload]
+                       _source(data.get("source")))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"malformed stored hyper-parameters {data!r}: {exc}",
                               field="hyperparameters") from exc

@@ -501,8 +501,9 @@ class Strategy:
         cfg = self.config
         if cfg.hyperparameters == "fixed":
             lengthscale = cfg.kernel.params().get("lengthscale")
-            return KernelState(() if lengthscale is None else (lengthscale,), cfg.lam)
-        return KernelState((self._prior_lengthscale(),), cfg.lam)
+            return KernelState(() if lengthscale is None else (lengthscale,), cfg.lam,
+                               source="fixed")
+        return KernelState((self._prior_lengthscale(),), cfg.lam, source="start")
 
     def _prior_lengthscale(self) -> float:
         """The automatic start and prior centre: :func:`rms_distance` of the normalised
@@ -586,14 +587,14 @@ class Strategy:
             if current.variance is None and below_floor and floor < current.lengthscale[0]:
                 # ... but before any kept fit, noise on the candidates' spacing says the start is
                 # far too smooth: go to the shortest lengthscale that still links neighbours
-                return replace(current, lengthscale=(floor,), fitted_at=n)
+                return replace(current, lengthscale=(floor,), fitted_at=n, source="floor")
             return replace(current, fitted_at=n)
         if below_floor:
             # on the floor, the fit's noise is that of a kernel shorter than the spacing, which
             # interpolates any values: keep the configured lam (NEIGHBOUR_CORRELATION)
-            return KernelState((floor,), cfg.lam, fitted.variance, fitted.noise, n)
+            return KernelState((floor,), cfg.lam, fitted.variance, fitted.noise, n, "floor")
         return KernelState(lengthscale, fitted_lam(fitted, cfg.lam), fitted.variance,
-                           fitted.noise, n)
+                           fitted.noise, n, "fit")
 
     def _neighbour_lengthscale(self) -> float:
         """The floor of an isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed

@@ -16,6 +16,7 @@ from service.engine.hyperparameters import (
     REFIT_TRUST,
     SMOOTHING,
     Hyperparameters,
+    KernelState,
     Prior,
     exact_log_likelihood,
     fit,
@@ -256,6 +257,10 @@ def test_the_kernel_runs_on_the_kept_fits_lengthscale_times_smoothing(monkeypatc
     for lengthscale, result in zip(used, kept, strict=True):
         np.testing.assert_allclose(lengthscale,
                                    SMOOTHING * np.array(result.hyperparameters.lengthscale))
+    sources = [b.hyperparameters["source"] for b in strategy.batches]
+    assert sources[0] == "start" and sources[-1] == "fit"
+    assert {b.hyperparameters["source"] for b in strategy.batches
+            if b.hyperparameters["variance"] is not None} == {"fit"}
     last = None  # the next fit starts from the last kept fit's own lengthscales
     for start, result in calls:
         if last is not None:
@@ -301,6 +306,8 @@ def test_a_kept_fit_never_runs_the_kernel_below_the_neighbour_lengthscale(monkey
     used = list(dict.fromkeys((tuple(h["lengthscale"]), h["lam"]) for h in (
         b.hyperparameters for b in strategy.batches) if h["variance"] is not None))
     assert len(kept) >= 2 and len(used) >= 1
+    for h in (b.hyperparameters for b in strategy.batches if b.hyperparameters["variance"]):
+        assert h["source"] == ("floor" if len(h["lengthscale"]) == 1 else "fit")
     for (lengthscale, lam), short in zip(used, kept, strict=False):
         if len(short.lengthscale) == 1:
             assert SMOOTHING * short.lengthscale[0] < floor
@@ -340,10 +347,13 @@ def test_an_unkept_fit_below_the_neighbour_lengthscale_moves_only_the_start(monk
         kept = [h for h in states if h["variance"] is not None]
         assert kept and {tuple(h["lengthscale"]) for h in kept} == {tuple(kept[0]["lengthscale"])}
         assert kept[0]["lengthscale"][0] > floor
+        assert {h["source"] for h in kept} == {"fit"}
     else:
         assert {tuple(h["lengthscale"]) for h in states} == {(start,), (floor,)}
         assert tuple(states[-1]["lengthscale"]) == (floor,)
         assert all(h["variance"] is None and h["lam"] == strategy.config.lam for h in states)
+        assert {(tuple(h["lengthscale"]), h["source"]) for h in states} == {
+            ((start,), "start"), ((floor,), "floor")}
 
 
 def test_default_lengthscale_is_the_rms_distance_of_normalised_candidates():
@@ -401,6 +411,17 @@ def test_fixed_hyperparameters_never_change():
     assert strategy.config.hyperparameters == "fixed" and strategy.config.normalize == "none"
     run(strategy, f, 120, np.random.default_rng(0))
     assert {tuple(b.hyperparameters["lengthscale"]) for b in strategy.batches} == {(0.3,)}
+    assert {b.hyperparameters["source"] for b in strategy.batches} == {"fixed"}
+
+
+def test_kernel_states_round_trip_and_older_ones_have_no_source():
+    state = KernelState((1.5, 2.0), 0.3, 0.02, 0.001, 40, "fit")
+    assert KernelState.from_dict(state.to_dict()) == state
+    older = {k: v for k, v in state.to_dict().items() if k != "source"}  # stored before it
+    assert KernelState.from_dict(older) == replace(state, source=None)
+    with pytest.raises(ConfigError) as info:
+        KernelState.from_dict(state.to_dict() | {"source": "guess"})
+    assert info.value.field == "hyperparameters"
 
 
 @pytest.mark.parametrize("config, field", [

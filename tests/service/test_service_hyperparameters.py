@@ -39,6 +39,8 @@ def test_hyperparameters_are_stored_shown_and_survive_a_restart(tmp_path, server
 
     fitted = [b["hyperparameters"]["fitted_at"] for b in ref_batches]
     assert fitted[0] == 0 and len(set(fitted)) >= 3  # refit several times, batch by batch
+    assert ref_batches[0]["hyperparameters"]["source"] == "start"
+    assert {b["hyperparameters"]["source"] for b in ref_batches} <= {"start", "floor", "fit"}
     assert ref_study["hyperparameters"] == ref_batches[-1]["hyperparameters"]
 
     env = {"BBKB_DATABASE_URL": f"sqlite:///{tmp_path / 'crash.db'}", "BBKB_AUTH": "none"}

@@ -249,12 +249,18 @@ function showHyperparameters(study) {
   hp.lengthscale.forEach((v, j) => rows.push(hp.lengthscale.length === 1
     ? ["lengthscale", "lengthscale", v]
     : [`lengthscale ${study.parameter_names[j] || "x" + j}`, "lengthscale-" + j, v]));
+  const sources = {
+    start: "the start: the RMS distance between candidates (no fit kept yet)",
+    floor: "the neighbour floor: the fits put it below the candidates' spacing, "
+      + "where a kernel learns little between them",
+    fit: "the last kept fit, lengthened by SMOOTHING"};
+  if (sources[hp.source]) rows.push(["lengthscale from", "source", sources[hp.source]]);
   rows.push(["\u03bb (regulariser)", "lam", hp.lam],
             ["signal variance", "variance", hp.variance ?? "not fitted"],
             ["noise variance", "noise", hp.noise ?? "not fitted"],
             ["last refit", "fitted_at", !hp.fitted_at ? "none yet (initial values)"
               : `at ${hp.fitted_at} observations` + (hp.variance === null
-                ? " (rejected: the data looked like noise, the values were kept)" : "")]);
+                ? " (not kept: the data looked like noise)" : "")]);
   for (const [label, key, value] of rows) {
     const row = body.insertRow();
     row.dataset.key = key;
