@@ -3,9 +3,10 @@ BBKB_API_WORKERS) on PostgreSQL, with 2 RQ workers and a trivial objective.
 
 Each api process caches the study's engine; when another process changed the study it catches up
 from the trials that changed and rebuilds only when a batch opened meanwhile. Figures (api CPU ms
-per evaluation, 1 / 2 processes, two runs each, load average ~5 on 2 cores): A = 5,000:
-4.8-4.9 / 4.9-7.7 (before the catch-up, when every change cost a rebuild: 5.0-5.1 / 12.6);
-A = 50,000: 5.2-5.3 / 6.1-8.4. Which process serves a request depends on which keep-alive
+per evaluation, 1 / 2 processes, two runs each, load average under 1 on 2 cores, explore 0.1):
+A = 5,000: 4.4 / 5.5-5.9; A = 50,000: 4.6-4.7 / 4.8-6.8. Before explore 0.1 (load average ~5):
+A = 5,000: 4.8-4.9 / 4.9-7.7 (before the catch-up, when every change cost a rebuild: 5.0-5.1 /
+12.6); A = 50,000: 5.2-5.3 / 6.1-8.4. Which process serves a request depends on which keep-alive
 connection the kernel gave it, so the 2-process figure varies run to run. Printed per
 setting: wall seconds, evaluations per second, and the api's CPU milliseconds per evaluation
 (all its processes; CPU time is robust to other load on a shared machine).
