@@ -220,7 +220,7 @@ def load_records_since(session: Session, study_id: int, sign: float, n: int,
 
 def insert_trials(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     if rows:
-        session.execute(insert(Trial), list(rows))
+        session.execute(insert(Trial.__table__), list(rows))
 
 
 def fold_outcomes(session: Session, study_id: int, t: np.ndarray, batch: np.ndarray) -> None:
