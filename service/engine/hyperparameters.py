@@ -468,6 +468,18 @@ SMOOTHING = 1.25
 #: (30 seeds), but branin10 (isotropic, its 8 columns irrelevant) 0.127 -> 0.149.
 NEIGHBOUR_CORRELATION = 0.7
 
+#: An isotropic automatic kernel starts on the neighbour floor instead of the RMS distance when
+#: the floor exceeds this fraction of it: where the candidates are so sparse that a candidate's
+#: nearest neighbour is nearly as far as any other (2000 candidates: floor / RMS 0.65 in 20 d,
+#: 0.83 in 52 and 100 d; 0.43 on branin10, 0.29 on Hartmann-6, under 0.2 on the issue's other
+#: problems). There every fit on the first 20 arms lies below the floor and moved the kernel to
+#: it anyway, after 20 arms of UCB on the far smoother start (the figures of
+#: benchmarks/hyperparameters.py, T = 2000): Rastrigin-20 0.54 -> 0.20 (10 seeds), its Sobol
+#: points alone 0.169 -> 0.109, Styblinski-Tang-20's 0.230 -> 0.221, Levy-20 0.0227 -> 0.0218,
+#: Styblinski-Tang-20 0.069 -> 0.071, Levy-20's Sobol points 0.268 unchanged (30 seeds),
+#: Powell-52 0.148 -> 0.155 (5 seeds). ARD keeps the RMS start: no floor applies to its fits.
+FLOOR_START_RATIO = 0.5
+
 #: After the first kept fit, a refit keeps each lengthscale within this factor of the last kept
 #: fit's. Late fits see UCB's arms clustered near a maximum, nearly flat and noisy: on Levy-20
 #: (seed 0) one at 936 observations jumped from 1.6 to 13 (noise above the signal variance, yet
@@ -488,7 +500,8 @@ def fitted_lam(fitted: Hyperparameters, configured: float) -> float:
 
 #: Where a batch's lengthscales come from: the config's kernel ("fixed"), the RMS distance
 #: before any fit is kept ("start"), the neighbour floor, where a fit, kept or not, put a single
-#: lengthscale below it ("floor"), or SMOOTHING times the kept fit's ("fit").
+#: lengthscale below it or the candidates are too sparse for the RMS start
+#: (:data:`FLOOR_START_RATIO`) ("floor"), or SMOOTHING times the kept fit's ("fit").
 SOURCES: tuple[str, ...] = ("fixed", "start", "floor", "fit")
 
 
@@ -503,8 +516,9 @@ class KernelState:
     """The hyper-parameters one batch uses; persisted with the batch so a restore installs them.
 
     ``lengthscale``: 1 value (isotropic) or d (ARD), in the engine's (normalised) units: the
-    RMS distance (:func:`rms_distance`) before a fit is kept, then SMOOTHING times the kept fit's
-    (isotropic: at least :func:`neighbour_lengthscale`);
+    RMS distance (:func:`rms_distance`) before a fit is kept (isotropic, on sparse candidates:
+    the floor, :data:`FLOOR_START_RATIO`), then SMOOTHING times the kept fit's (isotropic: at
+    least :func:`neighbour_lengthscale`);
     ``lam``: the regulariser (auto: :func:`fitted_lam` of the last accepted fit, else the
     configured one, also on the neighbour floor); ``variance`` and ``noise``: the last accepted
     fit's signal and noise variance in the units of the values (None before); ``fitted_at``:

@@ -10,6 +10,7 @@ from scipy import optimize
 
 from service.engine import ConfigError, EngineConfig, Strategy
 from service.engine.hyperparameters import (
+    FLOOR_START_RATIO,
     LAM_FLOOR,
     NEIGHBOUR_CORRELATION,
     REFIT_MIN_ARMS,
@@ -370,6 +371,7 @@ def test_default_lengthscale_is_the_rms_distance_of_normalised_candidates():
         assert start == pytest.approx(np.sqrt(squared.mean()), rel=1e-10)
     assert lengthscale == pytest.approx(np.sqrt(6.0))  # sqrt(2 d) once z-scored
     assert a.hyperparameters.fitted_at == 0 and a.hyperparameters.variance is None
+    assert a.hyperparameters.source == "start"  # 3-d: far from FLOOR_START_RATIO
     assert rms_distance(np.ones((4, 2))) == 1.0
 
 
@@ -445,12 +447,14 @@ def test_config_round_trip_keeps_the_resolved_options():
         assert EngineConfig.from_dict(cfg.to_dict()) == cfg
 
 
-def test_a_sparse_strategy_leaves_a_too_long_start_like_the_exact_fit_would(monkeypatch):
-    """Levy-20: the start (sqrt(2 d) = 6.3) is far too long. Titsias' bound with the
-    dictionary drawn at 6.3 cannot express short lengthscales, so BBKB's refits used to be
-    rejected and it kept 6.3 to T = 1000 (regret ratio 0.7 vs GP-BUCB's 0.18); until a fit is
-    kept it now fits by the exact likelihood, as GP-BUCB does, finds the short lengthscale and
-    leaves the start (to the neighbour floor while BIC does not yet keep the fits)."""
+def test_on_sparse_candidates_the_kernel_starts_on_the_floor_which_the_exact_fits_confirm(
+        monkeypatch):
+    """Levy-20 on 2000 candidates: the RMS distance (sqrt(2 d) = 6.3) is far too long and the
+    neighbour floor exceeds half of it, so the isotropic kernel starts on the floor
+    (FLOOR_START_RATIO; ARD keeps the RMS start). Until a fit is kept the fits use the exact
+    likelihood (Titsias' bound with a dictionary drawn at 6.3 cannot express short
+    lengthscales: BBKB's refits were rejected and it kept 6.3 to T = 1000, regret ratio 0.7
+    against GP-BUCB's 0.18), and they put the lengthscale below the floor, where it stays."""
     import service.engine.strategy as strategy_module
 
     calls: list[tuple[bool, float]] = []  # (exact likelihood, fitted lengthscale): a spy
@@ -463,13 +467,17 @@ def test_a_sparse_strategy_leaves_a_too_long_start_like_the_exact_fit_would(monk
     monkeypatch.setattr(strategy_module, "fit", spy)
     raw = function_problem("levy", dim=20, n_candidates=2000, noise_sd=0.01, seed=0)
     f = (raw.values - raw.values.min()) / np.ptp(raw.values)
-    strategy = Strategy(raw.candidates, strategy="bbkb", mode="sync", seed=0, explore=0.1,
-                        oversampling=2.0)
-    start = strategy.hyperparameters.lengthscale[0]
-    run(strategy, f, 200, np.random.default_rng(0))
-    assert calls and calls[0][0] and calls[0][1] < 0.5 * start
+    config = dict(strategy="bbkb", mode="sync", seed=0, explore=0.1, oversampling=2.0)
+    strategy = Strategy(raw.candidates, **config)
+    rms = rms_distance(strategy._normalized)
     floor = neighbour_lengthscale(strategy._normalized, NEIGHBOUR_CORRELATION)
-    assert strategy.hyperparameters.lengthscale[0] <= floor < 0.7 * start
+    assert FLOOR_START_RATIO * rms < floor < 0.7 * rms
+    assert strategy.hyperparameters == KernelState((floor,), 1.0, source="floor")
+    ard = Strategy(raw.candidates, **config, ard=True).hyperparameters
+    assert ard.lengthscale == (rms,) and ard.source == "start"
+    run(strategy, f, 200, np.random.default_rng(0))
+    assert calls and calls[0][0] and SMOOTHING * calls[0][1] < floor
+    assert strategy.hyperparameters.lengthscale[0] == pytest.approx(floor)
 
 
 @pytest.mark.parametrize("overrides", [{}, {"kernel": {"name": "rbf", "lengthscale": 0.2}}],
