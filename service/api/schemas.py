@@ -166,9 +166,10 @@ class BatchPublic(BaseModel):
         default=None, description="Kernel hyper-parameters the batch used: lengthscale (one, or "
         "one per dimension), lam, the last fit's variance and noise, fitted_at (observations) "
         "and source, where the lengthscales come from: fixed (the config), start (the RMS "
-        "distance, no fit kept yet), floor (the neighbour floor: fits put a single lengthscale "
-        "below the candidates' spacing) or fit (SMOOTHING x the kept fit); null in batches "
-        "stored before it was recorded.")
+        "distance, no fit kept yet), floor (the neighbour floor, the shortest single lengthscale "
+        "that links nearest candidates: fits put it below, or the candidates are too sparse for "
+        "the RMS start) or fit (SMOOTHING x the kept fit); null in batches stored before it "
+        "was recorded.")
     open_seconds: float | None = Field(description="Opening the batch: dictionary sampling, "
                                        "kernel refit and posterior build.")
     resparsify_seconds: float | None = Field(

@@ -251,8 +251,8 @@ function showHyperparameters(study) {
     : [`lengthscale ${study.parameter_names[j] || "x" + j}`, "lengthscale-" + j, v]));
   const sources = {
     start: "the start: the RMS distance between candidates (no fit kept yet)",
-    floor: "the neighbour floor: the fits put it below the candidates' spacing, "
-      + "where a kernel learns little between them",
+    floor: "the neighbour floor, the shortest that links nearest candidates: the fits put it "
+      + "below, or the candidates are too sparse for the longer start",
     fit: "the last kept fit, lengthened by SMOOTHING"};
   if (sources[hp.source]) rows.push(["lengthscale from", "source", sources[hp.source]]);
   rows.push(["\u03bb (regulariser)", "lam", hp.lam],
