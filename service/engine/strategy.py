@@ -146,6 +146,10 @@ class Strategy:
             config = EngineConfig(**((config or {}) | overrides))
         elif overrides:
             config = config.replace(**overrides)
+        self._setup(config, candidates, None)
+
+    def _setup(self, config: EngineConfig, candidates: Any, hyper: KernelState | None) -> None:
+        """The empty strategy on ``hyper`` (None: the initial kernel state)."""
         self.config = config
         self.candidates = as_candidates(candidates)
         self._records = Records()
@@ -157,7 +161,7 @@ class Strategy:
         self._exact: ExactPosterior | None = None
         self._normalized = choose_scaling(self.candidates, config.normalize).apply(
             self.candidates)
-        self._install_kernel(self._initial_kernel_state())
+        self._install_kernel(self._initial_kernel_state() if hyper is None else hyper)
         self._literature = self._literature_model()
         self.batches: list[BatchInfo] = []
         self.replay_mismatches = 0
@@ -333,7 +337,13 @@ class Strategy:
     def restore(cls, candidates: Any, config: EngineConfig | dict[str, Any],
                 state: EngineState) -> Strategy:
         """Rebuild from config, candidates and state; proposes what the live object would."""
-        strategy = cls(candidates, config)
+        if not isinstance(config, EngineConfig):
+            config = EngineConfig(**config)
+        stored = None  # the current batch's kernel: install, never refit (restarts stay exact)
+        if state.batch >= 0 and state.hyperparameters is not None:
+            stored = KernelState.from_dict(state.hyperparameters)
+        strategy = cls.__new__(cls)
+        strategy._setup(config, candidates, stored)  # no initial state: it would be replaced
         records = Records.from_columns(state.records)
         if len(records) and (records.arm.min() < 0 or records.arm.max() >= strategy.n_arms):
             raise SelectionError("history refers to candidate indices outside the candidate set",
@@ -344,8 +354,6 @@ class Strategy:
         if not 0 <= state.batch_start <= len(records):
             raise SelectionError(f"batch_start {state.batch_start} outside the history",
                                  field="batch_start")
-        if state.hyperparameters is not None:  # install, never refit: restarts stay exact
-            strategy._install_kernel(KernelState.from_dict(state.hyperparameters))
         strategy._install_batch(state.batch, state.batch_start,
                                 np.asarray(state.dictionary, dtype=np.int64), float("nan"))
         for t in range(state.batch_start, len(records)):
