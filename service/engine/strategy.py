@@ -612,8 +612,8 @@ class Strategy:
 
     def _neighbour_lengthscale(self) -> float:
         """The floor of an isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed
-        once (O(200 A d): 1.9 s at A = 10^6, d = 50), at construction under automatic
-        hyper-parameters (the start, :data:`FLOOR_START_RATIO`)."""
+        once (O(200 A d): 1.9 s at A = 10^6, d = 50): for a new isotropic automatic
+        strategy's start (:data:`FLOOR_START_RATIO`), else at the first isotropic fit."""
         if not hasattr(self, "_neighbour_floor"):
             self._neighbour_floor = neighbour_lengthscale(self._normalized, NEIGHBOUR_CORRELATION)
         return self._neighbour_floor
