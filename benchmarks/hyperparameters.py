@@ -11,7 +11,7 @@ to [0, 1], the same N(0, 0.01^2) noise):
   new arms only until the first fit (20 distinct arms), and refits the lengthscale by maximising
   Titsias' bound at batch openings once the observations grew 1.5x; a refit is kept if BIC
   prefers it to white noise or to the incumbent lengthscale.
-* ``auto-ard``: the same with one lengthscale per dimension (always from the RMS distance).
+* ``auto-ard``: the same with one lengthscale per dimension.
 * ``ls=L``: the lengthscale fixed at L on z-scored features (``normalize="zscore"``), for each L
   of ``--lengthscales``: the bandwidth sweep a user would otherwise have to run with held-out data.
 

@@ -468,7 +468,7 @@ SMOOTHING = 1.25
 #: (30 seeds), but branin10 (isotropic, its 8 columns irrelevant) 0.127 -> 0.149.
 NEIGHBOUR_CORRELATION = 0.7
 
-#: An isotropic automatic kernel starts on the neighbour floor instead of the RMS distance when
+#: The automatic kernel starts on the neighbour floor instead of the RMS distance when
 #: the floor exceeds this fraction of it: where the candidates are so sparse that a candidate's
 #: nearest neighbour is nearly as far as any other (2000 candidates: floor / RMS 0.65 in 20 d,
 #: 0.83 in 52 and 100 d; 0.43 on branin10, 0.29 on Hartmann-6, under 0.2 on the issue's other
@@ -477,7 +477,8 @@ NEIGHBOUR_CORRELATION = 0.7
 #: benchmarks/hyperparameters.py, T = 2000): Rastrigin-20 0.54 -> 0.20 (10 seeds), its Sobol
 #: points alone 0.169 -> 0.109, Styblinski-Tang-20's 0.230 -> 0.221, Levy-20 0.0227 -> 0.0218,
 #: Styblinski-Tang-20 0.069 -> 0.071, Levy-20's Sobol points 0.268 unchanged (30 seeds),
-#: Powell-52 0.148 -> 0.155 (5 seeds). ARD keeps the RMS start: no floor applies to its fits.
+#: Powell-52 0.148 -> 0.155 (5 seeds). ARD as well: its first fits are isotropic (BIC on 20
+#: arms) and met the floor in the same way.
 FLOOR_START_RATIO = 0.5
 
 #: After the first kept fit, a refit keeps each lengthscale within this factor of the last kept

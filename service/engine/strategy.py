@@ -507,15 +507,15 @@ class Strategy:
     # ------------------------------------------------------------------ hyper-parameters
     def _initial_kernel_state(self) -> KernelState:
         """The config's kernel ("fixed"), else the RMS-distance lengthscale ("auto"), or the
-        neighbour floor for a single lengthscale on sparse candidates (FLOOR_START_RATIO)."""
+        neighbour floor on sparse candidates (FLOOR_START_RATIO; ARD too: it starts with one
+        lengthscale, and its first fits, isotropic by BIC on 20 arms, meet the floor)."""
         cfg = self.config
         if cfg.hyperparameters == "fixed":
             lengthscale = cfg.kernel.params().get("lengthscale")
             return KernelState(() if lengthscale is None else (lengthscale,), cfg.lam,
                                source="fixed")
         start = self._prior_lengthscale()
-        if not cfg.ard and self._fits_kernel \
-                and self._neighbour_lengthscale() > FLOOR_START_RATIO * start:
+        if self._fits_kernel and self._neighbour_lengthscale() > FLOOR_START_RATIO * start:
             return KernelState((self._neighbour_lengthscale(),), cfg.lam, source="floor")
         return KernelState((start,), cfg.lam, source="start")
 
@@ -612,8 +612,8 @@ class Strategy:
 
     def _neighbour_lengthscale(self) -> float:
         """The floor of an isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed
-        once (O(200 A d): 1.9 s at A = 10^6, d = 50): for a new isotropic automatic
-        strategy's start (:data:`FLOOR_START_RATIO`), else at the first isotropic fit."""
+        once (O(200 A d): 1.9 s at A = 10^6, d = 50): for a new automatic strategy's start
+        (:data:`FLOOR_START_RATIO`); a restore, at its first isotropic fit."""
         if not hasattr(self, "_neighbour_floor"):
             self._neighbour_floor = neighbour_lengthscale(self._normalized, NEIGHBOUR_CORRELATION)
         return self._neighbour_floor

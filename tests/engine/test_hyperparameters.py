@@ -475,7 +475,7 @@ def test_on_sparse_candidates_the_kernel_starts_on_the_floor_which_the_exact_fit
         monkeypatch):
     """Levy-20 on 2000 candidates: the RMS distance (sqrt(2 d) = 6.3) is far too long and the
     neighbour floor exceeds half of it, so the isotropic kernel starts on the floor
-    (FLOOR_START_RATIO; ARD keeps the RMS start). Until a fit is kept the fits use the exact
+    (FLOOR_START_RATIO; ARD too). Until a fit is kept the fits use the exact
     likelihood (Titsias' bound with a dictionary drawn at 6.3 cannot express short
     lengthscales: BBKB's refits were rejected and it kept 6.3 to T = 1000, regret ratio 0.7
     against GP-BUCB's 0.18), and they put the lengthscale below the floor, where it stays."""
@@ -498,7 +498,7 @@ def test_on_sparse_candidates_the_kernel_starts_on_the_floor_which_the_exact_fit
     assert FLOOR_START_RATIO * rms < floor < 0.7 * rms
     assert strategy.hyperparameters == KernelState((floor,), 1.0, source="floor")
     ard = Strategy(raw.candidates, **config, ard=True).hyperparameters
-    assert ard.lengthscale == (rms,) and ard.source == "start"
+    assert ard.lengthscale == (floor,) and ard.source == "floor"
     run(strategy, f, 200, np.random.default_rng(0))
     assert calls and calls[0][0] and SMOOTHING * calls[0][1] < floor
     assert strategy.hyperparameters.lengthscale[0] == pytest.approx(floor)
