@@ -517,8 +517,8 @@ class KernelState:
     """The hyper-parameters one batch uses; persisted with the batch so a restore installs them.
 
     ``lengthscale``: 1 value (isotropic) or d (ARD), in the engine's (normalised) units: the
-    RMS distance (:func:`rms_distance`) before a fit is kept (isotropic, on sparse candidates:
-    the floor, :data:`FLOOR_START_RATIO`), then SMOOTHING times the kept fit's (isotropic: at
+    RMS distance (:func:`rms_distance`) before a fit is kept (on sparse candidates the floor,
+    :data:`FLOOR_START_RATIO`), then SMOOTHING times the kept fit's (isotropic: at
     least :func:`neighbour_lengthscale`);
     ``lam``: the regulariser (auto: :func:`fitted_lam` of the last accepted fit, else the
     configured one, also on the neighbour floor); ``variance`` and ``noise``: the last accepted

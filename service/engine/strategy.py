@@ -515,8 +515,9 @@ class Strategy:
             return KernelState(() if lengthscale is None else (lengthscale,), cfg.lam,
                                source="fixed")
         start = self._prior_lengthscale()
-        if self._fits_kernel and self._neighbour_lengthscale() > FLOOR_START_RATIO * start:
-            return KernelState((self._neighbour_lengthscale(),), cfg.lam, source="floor")
+        floor = self._neighbour_lengthscale() if self._fits_kernel else 0.0
+        if floor > FLOOR_START_RATIO * start:
+            return KernelState((floor,), cfg.lam, source="floor")
         return KernelState((start,), cfg.lam, source="start")
 
     def _prior_lengthscale(self) -> float:
