@@ -287,7 +287,7 @@ from service.engine import Strategy
 from service.engine.hyperparameters import (
     Hyperparameters,
     Prior,
-    _bic_penalty,
+    bic_penalty,
     fit,
     rms_distance,
 )
@@ -424,7 +424,7 @@ def evidence(problem: Problem, lengthscales: list[float], n: int, seed: int = 0)
                      trust=1.0)
         cells.append(f"{pinned.evidence:.1f}")
     free = fit(X, y, prior=prior, rng=np.random.default_rng(seed))
-    threshold = _bic_penalty(2, len(y))  # lengthscale and signal variance over white noise
+    threshold = bic_penalty(2, len(y))  # lengthscale and signal variance over white noise
     return [problem.name, str(len(y)), *cells,
             f"{free.hyperparameters.lengthscale[0]:.2f} ({free.evidence:.1f})", f"{threshold:.1f}"]
 

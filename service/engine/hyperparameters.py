@@ -302,11 +302,12 @@ class FitResult:
         do not yet beat white noise (the start's 3.5 on Hartmann-6, where the
         bound prefers 1 by several nats from ~45 arms on, benchmarks/hyperparameters.py)."""
         q = len(self.hyperparameters.lengthscale)
-        return (self.evidence > _bic_penalty(q + 1, self.n_points)
-                or (self.gain is not None and self.gain > _bic_penalty(q, self.n_points)))
+        return (self.evidence > bic_penalty(q + 1, self.n_points)
+                or (self.gain is not None and self.gain > bic_penalty(q, self.n_points)))
 
 
-def _bic_penalty(parameters: int, n: int) -> float:
+def bic_penalty(parameters: int, n: int) -> float:
+    """BIC's price of ``parameters`` extra parameters on ``n`` points: k/2 log n (nats)."""
     return 0.5 * parameters * math.log(max(n, 2))
 
 
@@ -348,7 +349,7 @@ def fit(X: np.ndarray, y: np.ndarray, *, prior: Prior, rng: np.random.Generator,
         return _map_fit(X, y, 1, prior, rng, kernel, inducing, start, trust, restarts, max_iter)
     isotropic, full = (_map_fit(X, y, q, prior, rng, kernel, inducing, start, trust, restarts,
                                 max_iter) for q in (1, d))
-    chosen = (full if full.evidence - isotropic.evidence > _bic_penalty(d - 1, len(y))
+    chosen = (full if full.evidence - isotropic.evidence > bic_penalty(d - 1, len(y))
               else isotropic)
     return replace(chosen, evaluations=isotropic.evaluations + full.evaluations)
 
@@ -400,7 +401,7 @@ def _map_fit(X: np.ndarray, y: np.ndarray, q: int, prior: Prior, rng: np.random.
     log_likelihood = -float(best.fun) - prior.log_density(theta)[0]
     evidence = log_likelihood + 0.5 * len(y) * (1.0 + _LOG_2PI)  # minus N(0, 1)'s, on ys
     gain = None
-    if evidence <= _bic_penalty(q + 1, len(y)):
+    if evidence <= bic_penalty(q + 1, len(y)):
         kept, kept_evaluations = _profile(likelihood, np.clip(incumbent[:q], low[:q], high[:q]),
                                           [theta[q:], incumbent[q:]], bounds[q:], max_iter)
         gain, evaluations = log_likelihood - kept, evaluations + kept_evaluations

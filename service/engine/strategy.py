@@ -137,16 +137,20 @@ def _finite_value(value: Any) -> float:
     return out
 
 
+def _resolve(config: EngineConfig | dict[str, Any] | None,
+             overrides: dict[str, Any]) -> EngineConfig:
+    """An :class:`EngineConfig` from one, a dict of its fields or None, with ``overrides``."""
+    if not isinstance(config, EngineConfig):
+        return EngineConfig(**((config or {}) | overrides))
+    return config.replace(**overrides) if overrides else config
+
+
 class Strategy:
     """Ask/tell optimiser over a finite candidate set (BBKB and its family)."""
 
     def __init__(self, candidates: Any, config: EngineConfig | dict[str, Any] | None = None,
                  **overrides: Any) -> None:
-        if not isinstance(config, EngineConfig):
-            config = EngineConfig(**((config or {}) | overrides))
-        elif overrides:
-            config = config.replace(**overrides)
-        self._setup(config, candidates, None)
+        self._setup(_resolve(config, overrides), candidates, None)
 
     def _setup(self, config: EngineConfig, candidates: Any, hyper: KernelState | None) -> None:
         """The empty strategy on ``hyper`` (None: the initial kernel state)."""
@@ -337,8 +341,7 @@ class Strategy:
     def restore(cls, candidates: Any, config: EngineConfig | dict[str, Any],
                 state: EngineState) -> Strategy:
         """Rebuild from config, candidates and state; proposes what the live object would."""
-        if not isinstance(config, EngineConfig):
-            config = EngineConfig(**config)
+        config = _resolve(config, {})
         stored = None  # the current batch's kernel: install, never refit (restarts stay exact)
         if state.batch >= 0 and state.hyperparameters is not None:
             stored = KernelState.from_dict(state.hyperparameters)
