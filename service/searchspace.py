@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 Value = float | int | str
+#: Largest |low| and |high|: the engine's bound on candidates (engine.strategy.MAX_MAGNITUDE;
+#: not imported, so that ``import client`` stays light).
+BOUND = 1e100
 
 
 class Parameter(BaseModel):
@@ -38,10 +41,13 @@ class Parameter(BaseModel):
         if self.type == "categorical":
             if not self.choices or len(set(map(str, self.choices))) != len(self.choices):
                 raise ValueError(f"parameter {self.name!r}: categorical needs distinct choices")
+            if not all(isinstance(c, str) or math.isfinite(c) for c in self.choices):
+                raise ValueError(f"parameter {self.name!r}: choices must be strings or finite "
+                                 "numbers")
             return self
         if self.low is None or self.high is None or not (
-                math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
-            raise ValueError(f"parameter {self.name!r}: needs finite low < high")
+                -BOUND <= self.low < self.high <= BOUND):  # NaN fails too
+            raise ValueError(f"parameter {self.name!r}: needs low < high within +-{BOUND:g}")
         if self.log and self.low <= 0:
             raise ValueError(f"parameter {self.name!r}: a log-scale parameter needs low > 0")
         if self.type == "int" and math.ceil(self.low) > math.floor(self.high):

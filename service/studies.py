@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Iterable
+from tokenize import TokenError
 from typing import Any
 
 import numpy as np
+import numpy.lib.format as npy_format
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -56,12 +59,22 @@ def candidates_of(request: StudyCreate, seed: int) -> np.ndarray | None:
 
 
 def read_npy(data: bytes) -> np.ndarray:
-    try:
-        array = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise Invalid(f"not a readable .npy file: {exc}", field="body") from exc
-    if not isinstance(array, np.ndarray):  # np.load also opens .npz archives
+    """The candidate matrix of an uploaded .npy body; its header is checked against the body's
+    length first (np.load allocates the declared shape before reading)."""
+    if data[:2] == b"PK":  # np.load would open an .npz archive
         raise Invalid("expected one .npy array, got an .npz archive", field="body")
+    try:
+        buffer = io.BytesIO(data)
+        version = npy_format.read_magic(buffer)
+        shape, _, dtype = (npy_format.read_array_header_1_0 if version == (1, 0)
+                           else npy_format.read_array_header_2_0)(buffer)
+        declared = math.prod(shape) * dtype.itemsize
+        if declared > len(data) - buffer.tell():
+            raise ValueError(f"its header declares shape {shape} of {dtype} ({declared} bytes) "
+                             f"but the body holds {len(data) - buffer.tell()} bytes of data")
+        array = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError, SyntaxError, TokenError) as exc:
+        raise Invalid(f"not a readable .npy file: {exc}", field="body") from exc
     if not np.issubdtype(array.dtype, np.number) or np.iscomplexobj(array):
         raise Invalid(f"candidates must be real numbers, got dtype {array.dtype}", field="body")
     try:

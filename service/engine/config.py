@@ -32,6 +32,11 @@ _TUNABLE_KERNELS = ("rbf", "matern52")
 #: Strategies with models of their own (gssbo.py, goucb.py): their papers' widths (explore
 #: defaults to 1) and no kernel hyper-parameters of the engine.
 LITERATURE_STRATEGIES: tuple[str, ...] = ("gssbo", "go-ucb")
+#: Upper bounds that keep one ask's work finite: restarts of a fit (each a full L-BFGS run;
+#: 200 took 5.7 s per ask of GO-UCB) and GO-UCB's hidden units (Sigma is p x p, p = hidden
+#: (d + 2) + 1; goucb.MAX_NETWORK_SIZE bounds p itself).
+MAX_FIT_RESTARTS = 20
+MAX_HIDDEN = 1024
 _OWN_MODELS = {"gssbo": "its own Matern-5/2 GP, fitted by maximum likelihood",
                "go-ucb": "a neural network"}
 
@@ -172,11 +177,11 @@ class EngineConfig:
                 raise ConfigError("gssbo_time_factor sets the buffer size itself: set "
                                   "gssbo_buffer to null to use it", field="gssbo_time_factor")
         _integer("horizon", self.horizon, low=4)
-        _integer("goucb_hidden", self.goucb_hidden, low=1)
+        _integer("goucb_hidden", self.goucb_hidden, low=1, high=MAX_HIDDEN)
         _number("goucb_beta", self.goucb_beta, low=0.0, inclusive=True)
         if self.goucb_lam is not None:
             _number("goucb_lam", self.goucb_lam, low=0.0)
-        _integer("fit_restarts", self.fit_restarts, low=0)
+        _integer("fit_restarts", self.fit_restarts, low=0, high=MAX_FIT_RESTARTS)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dictionary (the kernel as its parameter dictionary; under
@@ -216,6 +221,8 @@ def _number(name: str, value: float, *, low: float, high: float = math.inf,
         raise ConfigError(f"{message}; got {value!r}", field=name)
 
 
-def _integer(name: str, value: int, *, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}", field=name)
+def _integer(name: str, value: int, *, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
+            high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ConfigError(f"{name} must be an integer {bound}, got {value!r}", field=name)

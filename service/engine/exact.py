@@ -82,7 +82,12 @@ class ExactPosterior:
             obs_arms = np.asarray(self.pulled)[observed_t_positions]
             K = self._kernel(self._X[obs_arms], self._X[obs_arms])
             K[np.diag_indices_from(K)] += self.lam
-            alpha = linalg.cho_solve(linalg.cho_factor(K, lower=True), observed_values)
+            try:
+                factor = linalg.cho_factor(K, lower=True)
+            except linalg.LinAlgError as exc:
+                raise NumericalError("exact GP Cholesky of the observed arms failed; try a larger"
+                                     " lam", field="lam") from exc
+            alpha = linalg.cho_solve(factor, observed_values)
             self.mean = self._kernel(self._X, self._X[obs_arms]) @ alpha
 
     def variance(self, idx: np.ndarray) -> np.ndarray:

@@ -32,9 +32,13 @@ from collections.abc import Callable
 import numpy as np
 from scipy import linalg, optimize
 
+from .errors import ConfigError
 from .gssbo import unit_cube
 
 RIDGE = 1e-4
+#: Most weights p of the network: Sigma is p x p (134 MB at 4096) and every ask's gradients
+#: A x p (the default, 25 hidden units, is p = 551 at d = 20).
+MAX_NETWORK_SIZE = 4096
 Masks = Callable[[int, int], tuple[np.ndarray, np.ndarray]]
 
 
@@ -88,7 +92,10 @@ class Network:
     def fit(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator, restarts: int,
             max_iter: int = 500) -> np.ndarray:
         """Phase I regression oracle (eq. (2)): min 1/2 sum (f(x_j; w) - y_j)^2 + RIDGE/2 |w|^2
-        by L-BFGS-B from ``restarts`` seeded starts; the lowest loss wins."""
+        by L-BFGS-B from ``restarts`` seeded starts; the lowest loss wins. No data (async: every
+        Phase I point still pending when batch 1 opens): the ridge's minimiser, w = 0."""
+        if len(X) == 0:
+            return np.zeros(self.size)
         def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
             f, G = self.gradient(X, w)
             r = f - y
@@ -152,6 +159,11 @@ class GOUCBModel:
                  restarts: int) -> None:
         self.X = unit_cube(candidates)
         self.net = Network(self.X.shape[1], hidden)
+        if self.net.size > MAX_NETWORK_SIZE:
+            raise ConfigError(f"GO-UCB's network has {self.net.size} weights at goucb_hidden = "
+                              f"{hidden} and d = {self.X.shape[1]}; its p x p covariance allows "
+                              f"at most {MAX_NETWORK_SIZE}: lower goucb_hidden",
+                              field="goucb_hidden")
         self.lam = lam if lam is not None else math.sqrt(horizon) * math.log(horizon) ** 2
         self.restarts = restarts
         self.weights: dict[int, np.ndarray] = {}  # b -> w_b (0: the Phase I fit w0)

@@ -60,12 +60,26 @@ class Kernel(ABC):
             yield rows, self(X[rows], Y)
 
 
-def _positive(name: str, value: float) -> float:
-    value = float(value)
-    if not np.isfinite(value) or value <= 0.0:
-        raise ConfigError(f"kernel {name} must be a positive finite number, got {value!r}",
+#: The range of a kernel parameter: far beyond any useful bandwidth or scale, and inside it
+#: the squares and products of kernel evaluations stay within float64 (1e-160 squared is 0).
+PARAMETER_RANGE = (1e-30, 1e30)
+
+
+def _number(name: str, value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"kernel {name} must be a number, got {value!r}",
+                          field=f"kernel.{name}") from exc
+
+
+def _positive(name: str, value: object) -> float:
+    out = _number(name, value)
+    low, high = PARAMETER_RANGE
+    if not low <= out <= high:  # NaN fails too
+        raise ConfigError(f"kernel {name} must lie in [{low:g}, {high:g}], got {out!r}",
                           field=f"kernel.{name}")
-    return value
+    return out
 
 
 @dataclass(frozen=True)
@@ -142,10 +156,10 @@ class Linear(Kernel):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "variance", _positive("variance", self.variance))
-        offset = float(self.offset)
-        if not np.isfinite(offset) or offset < 0.0:
-            raise ConfigError(f"kernel offset must be finite and >= 0, got {offset!r}",
-                              field="kernel.offset")
+        offset = _number("offset", self.offset)
+        if not 0.0 <= offset <= PARAMETER_RANGE[1]:
+            raise ConfigError(f"kernel offset must lie in [0, {PARAMETER_RANGE[1]:g}], got "
+                              f"{offset!r}", field="kernel.offset")
         object.__setattr__(self, "offset", offset)
 
     def __call__(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -168,6 +182,9 @@ def make_kernel(spec: Kernel | dict[str, object] | None = None) -> Kernel:
         return RBF()
     if isinstance(spec, Kernel):
         return spec
+    if not isinstance(spec, dict):
+        raise ConfigError(f"kernel must be an object such as {{'name': 'rbf', 'lengthscale': 2}}"
+                          f", got {spec!r}", field="kernel")
     params = dict(spec)
     name = str(params.pop("name", "rbf")).lower()
     if name not in KERNELS:

@@ -46,7 +46,7 @@ from .hyperparameters import (
     refit_due,
     rms_distance,
 )
-from .kernels import Kernel, make_kernel
+from .kernels import PARAMETER_RANGE, Kernel, make_kernel
 from .normalize import choose_scaling
 from .nystrom import NystromPosterior
 from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Records, Selection
@@ -62,6 +62,9 @@ from .rules import (
 from .selectors import Design, EpsilonGreedy, LazyUCB, Selector, Thompson, Uniform
 
 STREAM_SELECT, STREAM_DICTIONARY, STREAM_DESIGN, STREAM_HYPER = 0, 1, 2, 3
+#: Largest |x| of a candidate coordinate or an observed value: beyond it the squares and sums
+#: of the kernel, the standardisation and the posterior overflow float64 (1e308).
+MAX_MAGNITUDE = 1e100
 _EXACT = ("gp-ucb", "gp-bucb")
 #: Until a fit has been kept, and up to this many distinct observed arms, the sparse strategies
 #: fit by the exact likelihood: Titsias' bound with a dictionary drawn at the (often too long)
@@ -124,6 +127,12 @@ def as_candidates(candidates: Any) -> np.ndarray:
         row, col = np.argwhere(bad)[0]
         raise CandidateError(f"candidates contain NaN or inf (first at row {row}, column {col})",
                              field="candidates")
+    huge = np.abs(X) > MAX_MAGNITUDE
+    if huge.any():
+        row, col = np.argwhere(huge)[0]
+        raise CandidateError(f"candidates must lie within +-{MAX_MAGNITUDE:g} (first outside "
+                             f"at row {row}, column {col}: {float(X[row, col])!r})",
+                             field="candidates")
     return X
 
 
@@ -134,6 +143,9 @@ def _finite_value(value: Any) -> float:
         raise SelectionError(f"value must be a number, got {value!r}", field="value") from exc
     if not math.isfinite(out):
         raise SelectionError(f"value must be finite, got {out!r}", field="value")
+    if abs(out) > MAX_MAGNITUDE:
+        raise SelectionError(f"value must lie within +-{MAX_MAGNITUDE:g}, got {out!r}",
+                             field="value")
     return out
 
 
@@ -539,7 +551,7 @@ class Strategy:
         self._X = self._normalized
         if cfg.hyperparameters == "auto":
             lengthscales = np.asarray(state.lengthscale)
-            common = float(np.exp(np.mean(np.log(lengthscales))))
+            common = float(np.clip(np.exp(np.mean(np.log(lengthscales))), *PARAMETER_RANGE))
             kernel = make_kernel({**cfg.kernel.to_dict(), "lengthscale": common})
             if len(lengthscales) > 1:
                 self._X = np.ascontiguousarray(self._normalized * (common / lengthscales))

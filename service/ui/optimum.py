@@ -31,7 +31,9 @@ def noiseless_values(objective: str | None, n_candidates: int, dim: int,
             values = dataset_problem(name).values  # type: ignore[arg-type]
             return values if len(values) == n_candidates else None
         if kind == "function":
-            fn = get_function(name, int(float(options["dim"])) if "dim" in options else None)
+            if "dim" in options and float(options["dim"]) != dim:
+                return None  # checked before building the function: dim=1e15 would allocate
+            fn = get_function(name, dim if "dim" in options else None)
             if fn.dim != dim:
                 return None
             return np.asarray(fn.objective(candidates()), dtype=np.float64)

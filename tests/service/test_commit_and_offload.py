@@ -53,7 +53,7 @@ def test_changes_are_committed_before_the_response_is_sent(database_url, tmp_pat
         assert client.post(f"/v1/studies/{sid}/resume").status_code == 200
         assert spy.seen[-1] == {"a": "active"}
         assert client.delete(f"/v1/studies/{sid}").status_code == 204
-        assert spy.seen[-1] == {f"a#deleted-{sid}": "deleted"}
+        assert spy.seen[-1] == {f"a\x1fdeleted-{sid}": "deleted"}
     spy.engine.dispose()
 
 

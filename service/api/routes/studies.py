@@ -109,11 +109,18 @@ def resume_study(study_id: StudyId, owner: OwnerDep, session: SessionDep) -> Stu
     return _set_status(study_id, owner, session, "active", ("active", "paused"))
 
 
+def deleted_name(name: str, study_id: int) -> str:
+    """A deleted study's name: no live study's (the separator \x1f is refused in names, so
+    a user's "a#deleted-1" cannot take it first) and within the column's 200 characters."""
+    suffix = f"\x1fdeleted-{study_id}"
+    return name[: 200 - len(suffix)] + suffix
+
+
 @router.delete("/{study_id}", status_code=204)
 def delete_study(study_id: StudyId, owner: OwnerDep, session: SessionDep,
                  runtimes: RuntimesDep) -> None:
     study = owned(session, study_id, owner)
     study.status = "deleted"
-    study.name = f"{study.name}#deleted-{study.id}"  # frees the name for a new study
+    study.name = deleted_name(study.name, study.id)  # frees the name for a new study
     study.version += 1
     runtimes.forget(study_id)

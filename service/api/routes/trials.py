@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal
 
+import numpy as np
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
@@ -256,9 +257,10 @@ def export_trials(study_id: StudyId, owner: OwnerDep, request: Request,
     with transaction(request.app.state.read_sessions) as session:
         study = owned(session, study_id, owner)
         names = studies.parameter_names(study.spec, study.dim)
-        # candidates read once here, not once per page
-        decode = studies.ParameterDecoder(session, study,
-                                          queries.load_candidates(session, study_id))
+        # candidates read once here, not once per page (none yet: no trials either)
+        awaiting = study.status == "awaiting_candidates"
+        decode = studies.ParameterDecoder(session, study, np.empty((0, study.dim)) if awaiting
+                                          else queries.load_candidates(session, study_id))
     return StreamingResponse(_csv_rows(request, study_id, names, decode), media_type="text/csv",
                              headers={"Content-Disposition":
                                       f'attachment; filename="study-{study_id}.csv"'})

@@ -1,0 +1,172 @@
+"""Inputs a fuzzing session found to answer 500 (or to hang, or to break a study for good):
+each is now a clear 4xx naming the field, or works, and the study stays usable."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+
+from .helpers import app_client, create_study
+
+SPACE = {"search_space": [{"name": "x", "low": 0, "high": 1}], "n_candidates": 20}
+
+
+def _study(client, name: str, **fields) -> int:  # type: ignore[no-untyped-def]
+    r = client.post("/v1/studies", json={"name": name} | SPACE | fields)
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def _ask(client, sid: int, count: int = 1):  # type: ignore[no-untyped-def]
+    return client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w", "count": count})
+
+
+def _npy_header(text: str) -> bytes:
+    header = text.encode()
+    header += b" " * (63 - (len(header) + 10) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header
+
+
+def test_values_beyond_the_engines_range_are_refused_before_they_are_stored(tmp_path):
+    """1e308 used to be stored and then overflowed every later batch opening (and every
+    rebuild from storage): a 500 on each ask, for good."""
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        sid = _study(client, "values")
+        imported = client.post(f"/v1/studies/{sid}/observations", json={"observations": [
+            {"candidate": 1, "value": 1e308}, {"candidate": 2, "value": 1.0}]})
+        assert imported.status_code == 422 and imported.json()["field"] == "value"
+        assert "1e+100" in imported.json()["detail"]
+        (trial,) = _ask(client, sid).json()["trials"]
+        done = f"/v1/studies/{sid}/trials/{trial['id']}/complete"
+        assert client.post(done, json={"value": -1e101}).status_code == 422
+        assert client.post(done, json={"value": 1e99}).status_code == 200
+        for _ in range(3):  # the study goes on
+            assert _ask(client, sid, 4).status_code == 200
+        assert client.get(f"/v1/studies/{sid}").json()["n_trials"] >= 2
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"candidates": [[1e308, 0.0], [0.0, 0.0]]}, "candidates"),
+    ({"search_space": [{"name": "x", "low": -1e308, "high": 1e308}], "n_candidates": 8},
+     "search_space.0"),
+    ({"search_space": [{"name": "x", "type": "int", "low": -1e308, "high": 1e308}],
+      "n_candidates": 8}, "search_space.0"),
+    ({"engine": {"kernel": {"name": "rbf", "lengthscale": "abc"}}, **SPACE},
+     "engine.kernel.lengthscale"),
+    ({"engine": {"kernel": {"name": "linear", "offset": "q"}}, **SPACE}, "engine.kernel.offset"),
+    ({"engine": {"kernel": "rbf"}, **SPACE}, "engine.kernel"),
+    ({"engine": {"kernel": 5}, **SPACE}, "engine.kernel"),
+    ({"engine": {"kernel": {"name": "rbf", "lengthscale": 1e-300}}, **SPACE},
+     "engine.kernel.lengthscale"),
+    ({"engine": {"kernel": {"name": "rbf", "lengthscale": 1e308}}, **SPACE},
+     "engine.kernel.lengthscale"),
+    ({"engine": {"kernel": {"name": "linear", "variance": 1e308}}, **SPACE},
+     "engine.kernel.variance"),
+    ({"engine": {"strategy": "go-ucb", "fit_restarts": 10**9}, **SPACE}, "engine.fit_restarts"),
+    ({"engine": {"strategy": "go-ucb", "goucb_hidden": 10**9}, **SPACE}, "engine.goucb_hidden"),
+])
+def test_out_of_range_studies_are_refused_with_the_field(tmp_path, body, field):
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        r = client.post("/v1/studies", json={"name": "s"} | body)
+        assert r.status_code == 422, r.text
+        assert r.json()["field"] == field
+
+
+def test_a_categorical_choice_must_survive_json(tmp_path):
+    """NaN was stored as null, and the choice lost."""
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        r = client.post("/v1/studies", content=b'{"name": "c", "n_candidates": 4, "search_space":'
+                        b' [{"name": "x", "type": "categorical", "choices": ["a", NaN]}]}',
+                        headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "finite" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("kernel", [
+    {"name": "rbf", "lengthscale": 1e-30, "variance": 1e30},
+    {"name": "linear", "variance": 1e30, "offset": 1e30},
+])
+@pytest.mark.parametrize("strategy", ["bbkb", "gp-ucb", "gp-bucb"])
+def test_extreme_kernels_answer_a_numerical_422_not_a_500(tmp_path, kernel, strategy):
+    """At the ends of the kernel's range the exact GP's Cholesky of the observed arms failed
+    with a raw LinAlgError; whatever the factorisation does, the answer names lam."""
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        sid = _study(client, "k", engine={"strategy": strategy, "mode": "async", "seed": 1,
+                                          "normalize": "none", "kernel": kernel})
+        for step in range(4):
+            answer = _ask(client, sid, 6)
+            assert answer.status_code in (200, 422), answer.text
+            if answer.status_code == 422:
+                assert answer.json()["field"] == "lam"
+                break
+            for i, trial in enumerate(answer.json()["trials"]):
+                r = client.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
+                                json={"value": math.sin(step + i)})
+                assert r.status_code == 200
+
+
+def test_go_ucb_asked_past_its_first_phase_before_any_result(tmp_path):
+    """Batch 1 opened with every Phase I point pending: the fit had no data (500)."""
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        sid = _study(client, "g", engine={"strategy": "go-ucb", "mode": "async", "horizon": 16})
+        trials = _ask(client, sid, 6).json()["trials"]  # Phase I is ceil(sqrt(16)) = 4 points
+        assert len(trials) == 6
+        for trial in trials:
+            x = trial["parameters"]["x"]
+            assert client.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
+                               json={"value": -(x - 0.3) ** 2}).status_code == 200
+        assert len(_ask(client, sid, 3).json()["trials"]) == 3
+
+
+@pytest.mark.parametrize("body, message", [
+    (_npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (9"), "not a readable"),
+    (_npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000, 2), }")
+     + bytes(64), "declares shape (1000000000000, 2)"),
+], ids=["unclosed-header", "shape-beyond-the-body"])
+def test_npy_headers_are_checked_before_anything_is_allocated(tmp_path, body, message):
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        sid = client.post("/v1/studies", json={"name": "u", "upload": True}).json()["id"]
+        r = client.put(f"/v1/studies/{sid}/candidates", content=body,
+                       headers={"content-type": "application/octet-stream"})
+        assert r.status_code == 422 and message in r.json()["detail"], r.text
+        buffer = io.BytesIO()
+        np.save(buffer, np.random.default_rng(0).random((5, 2))[:, :])
+        truncated = client.put(f"/v1/studies/{sid}/candidates", content=buffer.getvalue()[:-8])
+        assert truncated.status_code == 422 and "holds 72 bytes" in truncated.json()["detail"]
+        good = client.put(f"/v1/studies/{sid}/candidates", content=buffer.getvalue())
+        assert good.status_code == 200 and good.json()["n_candidates"] == 5
+
+
+def test_export_of_a_study_still_waiting_for_its_upload_is_a_header(tmp_path):
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        sid = client.post("/v1/studies", json={"name": "u", "upload": True,
+                                               "parameter_names": ["a", "b"]}).json()["id"]
+        r = client.get(f"/v1/studies/{sid}/export")
+        assert r.status_code == 200
+        assert r.text.strip().split(",")[-2:] == ["a", "b"] and len(r.text.splitlines()) == 1
+
+
+def test_history_of_an_objective_with_an_absurd_dimension(tmp_path):
+    """dim=1e400 overflowed int(); dim=1e15 built a 14 PiB box."""
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        for dim in ("1e400", "1e15", "nan"):
+            sid = _study(client, f"o{dim}", objective=f"function:ackley?dim={dim}")
+            r = client.get(f"/v1/studies/{sid}/history")
+            assert r.status_code == 200 and r.json()["noiseless"] is None
+
+
+def test_a_study_can_be_deleted_whatever_names_exist(database_url, tmp_path):
+    """A live "a#deleted-<id>" (once the tombstone's name: unique violation, the study could
+    never be deleted) or a name of 200 characters (the tombstone overflowed the column)."""
+    with app_client(database_url, tmp_path) as client:
+        sid = create_study(client, name="a")["id"]
+        create_study(client, name=f"a#deleted-{sid}")
+        long = create_study(client, name="n" * 200)["id"]
+        for study in (sid, long):
+            assert client.delete(f"/v1/studies/{study}").status_code == 204
+            assert client.get(f"/v1/studies/{study}").status_code == 404
+        assert create_study(client, name="a")["id"] != sid  # the name is free again
+        names = [s["name"] for s in client.get("/v1/studies").json()["studies"]]
+        assert sorted(names) == ["a", f"a#deleted-{sid}"]
