@@ -69,7 +69,7 @@ def read_npy(data: bytes) -> np.ndarray:
         shape, _, dtype = (npy_format.read_array_header_1_0 if version == (1, 0)
                            else npy_format.read_array_header_2_0)(buffer)
         declared = math.prod(shape) * dtype.itemsize
-        if declared > len(data) - buffer.tell():
+        if declared != len(data) - buffer.tell():  # short (np.load fails late) or trailing junk
             raise ValueError(f"its header declares shape {shape} of {dtype} ({declared} bytes) "
                              f"but the body holds {len(data) - buffer.tell()} bytes of data")
         array = np.load(io.BytesIO(data), allow_pickle=False)

@@ -90,7 +90,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(JsonSizeLimit, limit=settings.max_json_bytes)
     errors.install(app)
     for module in (health, metrics, studies, trial_routes, batches, dispatch, history, ui):
-        app.include_router(module.router)
+        versioned = module.router.prefix.startswith("/v1")
+        app.include_router(module.router, responses=errors.RESPONSES if versioned else None)
     return app
 
 

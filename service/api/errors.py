@@ -13,8 +13,22 @@ from starlette.exceptions import HTTPException
 
 from ..engine import EngineError
 from ..errors import ServiceError
+from .schemas import ErrorBody
 
 log = logging.getLogger("bbkb.api")
+
+#: The error answers of every /v1 route, documented in the OpenAPI schema with their body
+#: (FastAPI's default 422 schema is not what :func:`install` sends).
+RESPONSES: dict[int | str, dict] = {
+    status: {"model": ErrorBody, "description": text} for status, text in (
+        (400, "the body is not valid JSON"),
+        (401, "no valid API key (BBKB_AUTH=keys)"),
+        (404, "no such study or trial (or another owner's)"),
+        (409, "the request conflicts with the state: a different value for a completed trial, "
+              "a paused study, candidates not uploaded yet, ..."),
+        (413, "the body is larger than the server accepts"),
+        (422, "invalid input: `field` names it"),
+        (503, "the database is busy or unreachable: retry after Retry-After seconds"))}
 
 
 def _json(status: int, detail: str, field: str | None, headers: dict | None = None):

@@ -135,6 +135,8 @@ def test_npy_headers_are_checked_before_anything_is_allocated(tmp_path, body, me
         np.save(buffer, np.random.default_rng(0).random((5, 2))[:, :])
         truncated = client.put(f"/v1/studies/{sid}/candidates", content=buffer.getvalue()[:-8])
         assert truncated.status_code == 422 and "holds 72 bytes" in truncated.json()["detail"]
+        junk = client.put(f"/v1/studies/{sid}/candidates", content=buffer.getvalue() + b"junk")
+        assert junk.status_code == 422 and "holds 84 bytes" in junk.json()["detail"]
         good = client.put(f"/v1/studies/{sid}/candidates", content=buffer.getvalue())
         assert good.status_code == 200 and good.json()["n_candidates"] == 5
 
