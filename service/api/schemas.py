@@ -14,6 +14,8 @@ from ..searchspace import Parameter
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
 WorkerId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
+#: An evaluation's result: a JSON number (not a bool or a string; the engine refuses |v| > 1e100).
+ResultValue = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 TrialStatus = Literal["pending", "running", "completed", "failed", "abandoned"]
 
 
@@ -114,7 +116,7 @@ class Suggestions(BaseModel):
 class CompleteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    value: float = Field(allow_inf_nan=False)
+    value: ResultValue
     worker_id: WorkerId | None = None
 
 
@@ -138,7 +140,7 @@ class Observation(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     candidate: int = Field(ge=0)
-    value: float = Field(allow_inf_nan=False)
+    value: ResultValue
 
 
 class ImportRequest(BaseModel):
@@ -219,7 +221,7 @@ class DispatchComplete(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trial_id: int = Field(ge=1)
-    value: float = Field(allow_inf_nan=False)
+    value: ResultValue
     worker_id: WorkerId
     next: bool = True
 
