@@ -7,7 +7,7 @@ upper bound on k(x, x) over the candidate set (ENGINE.md notation).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -182,7 +182,7 @@ def make_kernel(spec: Kernel | dict[str, object] | None = None) -> Kernel:
         return RBF()
     if isinstance(spec, Kernel):
         return spec
-    if not isinstance(spec, dict):
+    if not isinstance(spec, Mapping):
         raise ConfigError(f"kernel must be an object such as {{'name': 'rbf', 'lengthscale': 2}}"
                           f", got {spec!r}", field="kernel")
     params = dict(spec)
