@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from .api.schemas import StudyCreate, StudyPublic, TrialPublic
 from .engine import EngineConfig, EngineError, as_candidates
 from .errors import Conflict, Invalid
+from .objectives import check_objective
 from .runtime import decode_parameters
 from .searchspace import SearchSpace
 from .store import queries
@@ -37,6 +38,8 @@ def build_spec(request: StudyCreate, dim: int | None) -> dict[str, Any]:
             raise Invalid(f"{len(names)} parameter names for {dim} columns",
                           field="parameter_names")
         parameters = {"kind": "matrix", "names": names}
+    if request.objective is not None:
+        check_objective(request.objective)
     return {"direction": request.direction, "engine": config.to_dict(),
             "parameters": parameters, "objective": request.objective,
             "max_attempts": request.max_attempts, "lease_seconds": request.lease_seconds}

@@ -5,10 +5,11 @@ Only pydantic is imported here, so the SDK can use these models without numpy or
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..searchspace import Parameter
 
@@ -43,6 +44,15 @@ class StudyCreate(BaseModel):
     objective: Annotated[str, Field(max_length=300)] | None = None
     max_attempts: int = Field(default=3, ge=1, le=100)
     lease_seconds: float = Field(default=300.0, gt=0, le=7 * 86400)
+
+    @field_validator("parameter_names")
+    @classmethod
+    def _distinct_names(cls, names: list[str] | None) -> list[str] | None:
+        """Parameters reach objectives by name: a repeated one would hide a column."""
+        repeated = sorted(n for n, k in Counter(names or []).items() if k > 1)
+        if repeated:
+            raise ValueError(f"parameter names must be distinct; repeated: {repeated}")
+        return names
 
     @model_validator(mode="after")
     def _one_source(self) -> StudyCreate:

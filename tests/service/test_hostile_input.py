@@ -9,6 +9,8 @@ import math
 import numpy as np
 import pytest
 
+from service.ui.optimum import noiseless_values
+
 from .helpers import app_client, create_study
 
 SPACE = {"search_space": [{"name": "x", "low": 0, "high": 1}], "n_candidates": 20}
@@ -153,13 +155,33 @@ def test_export_of_a_study_still_waiting_for_its_upload_is_a_header(tmp_path):
         assert r.text.strip().split(",")[-2:] == ["a", "b"] and len(r.text.splitlines()) == 1
 
 
-def test_history_of_an_objective_with_an_absurd_dimension(tmp_path):
-    """dim=1e400 overflowed int(); dim=1e15 built a 14 PiB box."""
+@pytest.mark.parametrize("objective, why", [
+    ("function:ackley?dim=1e400", "dim must be an integer"),
+    ("function:ackley?dim=1e15", "dim must be an integer"),
+    ("function:ackley?dim=nan", "dim must be an integer"),
+    ("function:nosuch", "unknown test function"),
+    ("dataset:nosuch", "unknown data set"),
+    ("nosuch module:f", "not an import path"),
+    ("a:", "expected"),
+    ("dataset:abalone?delay=soon", "key=number"),
+])
+def test_an_objective_no_worker_could_resolve_is_refused(tmp_path, objective, why):
+    """Before, it was stored: the dashboard's history overflowed on dim=1e400 (and built a
+    14 PiB box on dim=1e15), and every dispatched trial failed for good."""
     with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
-        for dim in ("1e400", "1e15", "nan"):
-            sid = _study(client, f"o{dim}", objective=f"function:ackley?dim={dim}")
-            r = client.get(f"/v1/studies/{sid}/history")
-            assert r.status_code == 200 and r.json()["noiseless"] is None
+        r = client.post("/v1/studies", json={"name": "o", "objective": objective} | SPACE)
+        assert r.status_code == 422 and r.json()["field"] == "objective", r.text
+        assert why in r.json()["detail"]
+        sid = _study(client, "fine", objective="tests.workers.objective_fns:quadratic")
+        r = client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": 1,
+                                                             "objective": objective})
+        assert r.status_code == 422 and r.json()["field"] == "objective", r.text
+
+
+def test_the_dashboard_ignores_a_stored_objective_with_an_absurd_dimension():
+    """Studies stored before the check: no regret curve, rather than a 500."""
+    for dim in ("1e400", "1e15", "nan"):
+        assert noiseless_values(f"function:ackley?dim={dim}", 20, 1, lambda: None) is None
 
 
 def test_a_study_can_be_deleted_whatever_names_exist(database_url, tmp_path):
@@ -175,3 +197,13 @@ def test_a_study_can_be_deleted_whatever_names_exist(database_url, tmp_path):
         assert create_study(client, name="a")["id"] != sid  # the name is free again
         names = [s["name"] for s in client.get("/v1/studies").json()["studies"]]
         assert sorted(names) == ["a", f"a#deleted-{sid}"]
+
+
+def test_repeated_parameter_names_are_refused(tmp_path):
+    """They were stored, and a trial's parameters (a dict by name) lost a column."""
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        for body in ({"candidates": [[1.0, 2.0], [3.0, 4.0]]}, {"upload": True}):
+            r = client.post("/v1/studies", json={"name": "dup", "parameter_names": ["a", "a"]}
+                            | body)
+            assert r.status_code == 422 and r.json()["field"] == "parameter_names", r.text
+            assert "['a']" in r.json()["detail"]

@@ -7,6 +7,7 @@ from sqlalchemy import func, select
 
 from ... import dispatch, studies
 from ...errors import Conflict, Invalid
+from ...objectives import FORMS, check_objective
 from ...store.models import Trial, utcnow
 from ..deps import MetricsDep, OwnerDep, ReadSessionDep, RuntimesDep, SessionDep, StudyId
 from ..responses import json_answer
@@ -36,14 +37,14 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
                    session: SessionDep, runtimes: RuntimesDep,
                    request: Request) -> DispatchStatus:
     """Evaluate the study's objective on Redis workers until n_evaluations are done."""
+    study = owned(session, study_id, owner)
+    objective = body.objective or study.spec.get("objective")
+    if not objective:
+        raise Invalid(f"an objective {FORMS} is needed", field="objective")
+    check_objective(objective)
     if request.app.state.dispatcher is None:
         raise Conflict("this server has no Redis (set BBKB_REDIS_URL) to dispatch to",
                        field="redis")
-    study = owned(session, study_id, owner)
-    objective = body.objective or study.spec.get("objective")
-    if not objective or ":" not in objective:
-        raise Invalid("an objective 'package.module:function', 'function:<name>' or "
-                      "'dataset:<name>' is needed", field="objective")
     study.dispatch = body.model_dump() | {"objective": objective, "status": "running"}
     request.app.state.dispatcher.wake.set()
     return _status(session, study, runtimes)
