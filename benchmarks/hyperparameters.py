@@ -108,8 +108,9 @@ between the grid's points (levy20 3, levy20-sobol 6, rastrigin20-sobol 3.5), whi
 run sees points to (``--evidence`` below), and Rastrigin with its optimum appended at the centre
 of the box (20 and 100 d), which only a short bandwidth finds: its zero-mean posterior at the
 centre adds up the many weak correlations with positive values (k = exp(-d / 2 l^2) to a typical
-candidate, d / l^2 >= 4 needed: l <= 2.2 in 20 d, 5 in 100 d), a search bias that lands on
-the optimum only because the benchmark put it there.
+candidate, squared distance ~d in z-scores; the bandwidths that found it had d / l^2 >= 4: 2 in
+20 d, 2.5 and 5 in 100 d; 4 and 20 did not), a search bias that lands on the optimum only
+because the benchmark put it there.
 
 What the likelihood can see of them (``--evidence N``: the engine's fit on N uniform arms, as
 log likelihood over white noise at each lengthscale and left free; BIC keeps a fit above
