@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -17,6 +18,8 @@ def test_demo_runs_end_to_end(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "60 evaluations" in result.stdout and "regret ratio vs uniform" in result.stdout
     assert plot.exists() and plot.stat().st_size > 10_000
-    leftovers = subprocess.run(["pgrep", "-f", f"workers.runner.*{tmp_path.name}"],
-                               capture_output=True)
-    assert leftovers.returncode == 1  # no worker process left behind
+    redis_port = re.search(r"Redis redis://127\.0\.0\.1:(\d+)/", result.stdout).group(1)
+    # workers name Redis's address on their command line; redis-server renames itself to it
+    leftovers = subprocess.run(["pgrep", "-af", f"127.0.0.1:{redis_port}"],
+                               capture_output=True, text=True)
+    assert [line for line in leftovers.stdout.splitlines() if "pgrep" not in line] == []
