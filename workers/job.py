@@ -2,22 +2,26 @@
 
 A worker process needs only ``BBKB_URL`` (the API) and, with keys, ``BBKB_API_KEY`` (or the file
 named by ``BBKB_API_KEY_FILE``); Redis is RQ's concern. While the objective runs, a heartbeat
-thread keeps the trial's lease alive. An exception fails the trial with its text (retryable: the
-server retries it up to the study's max attempts); a non-numeric or non-finite value fails it for
-good with the reason. The SDK retries posting with backoff, so a result survives a server restart.
+thread keeps the trial's lease alive. An exception (or ``sys.exit``) fails the trial with its text
+(retryable: the server retries it up to the study's max attempts); a value that is not a finite
+number within +-1e100 fails it for good with the reason, and so does one the server refuses (422).
+The SDK retries every request with backoff for ``BBKB_WORKER_RETRY_SECONDS`` (default 60: 1 to 2
+minutes with the jitter), so a result survives a server restart.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import signal
 import threading
 import time
 import traceback
 from typing import Any
 
-from client import Client, ConflictError
+from client import Client, ConflictError, ValidationError
+from client.client import MAX_DELAY
 
 from .objectives import resolve, run
 
@@ -36,10 +40,34 @@ def _heartbeats(client: Client, payload: dict[str, Any], stop: threading.Event) 
             log.warning("heartbeat for trial %s failed", payload["trial_id"], exc_info=True)
 
 
+#: The worker's retry budget in seconds when ``BBKB_WORKER_RETRY_SECONDS`` is unset.
+RETRY_SECONDS = 60.0
+_BACKOFF = 0.5
+
+
+def retry_policy(seconds: float) -> tuple[int, float]:
+    """(retries, backoff) for the SDK whose waits add up to at least ``seconds`` even with the
+    shortest jitter: the SDK waits ``min(backoff * 2**attempt, MAX_DELAY)`` times U(0.5, 1)."""
+    retries, total = 0, 0.0
+    while total < seconds:
+        total += min(_BACKOFF * 2**retries, MAX_DELAY) / 2
+        retries += 1
+    return retries, _BACKOFF
+
+
 @functools.cache
 def _client() -> Client:
-    """One SDK client per worker process: its connections are reused from job to job."""
-    return Client()
+    """One SDK client per worker process: its connections are reused from job to job. Its
+    retries ride out a server restart of ``BBKB_WORKER_RETRY_SECONDS`` (60 s to 2 min)."""
+    seconds = float(os.environ.get("BBKB_WORKER_RETRY_SECONDS") or RETRY_SECONDS)
+    retries, backoff = retry_policy(seconds)
+    return Client(retries=retries, backoff=backoff)
+
+
+def check_api() -> None:
+    """Check the API and the credentials once, before taking jobs: one authenticated GET with
+    the retry budget. Raises AuthenticationError (401) or ServerUnavailable."""
+    _client().studies()
 
 
 #: Set by the worker process on SIGTERM (warm shutdown): finish the evaluation in progress and
@@ -80,14 +108,21 @@ def _evaluate(client: Client, payload: dict[str, Any]) -> float | None:
         objective = resolve(payload["objective"])
         return run(objective, payload["candidate"], payload["vector"], payload["parameters"])
     except ValueError as exc:  # a bad objective spec or a bad value: retrying cannot help
-        study.fail(payload["trial_id"], str(exc), retryable=False,
+        study.fail(payload["trial_id"], _clip(str(exc)), retryable=False,
                    worker_id=payload["worker_id"])
-    except Exception as exc:  # noqa: BLE001 - the objective's own failure (or its timeout)
-        reason = "".join(traceback.format_exception_only(exc)).strip()
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the objective's failure or timeout
+        if isinstance(exc, SystemExit) and stopping.is_set():
+            raise  # RQ's cold shutdown (a second SIGTERM): stop now, the lease runs out
+        reason = _clip("".join(traceback.format_exception_only(exc)).strip())
         study.fail(payload["trial_id"], reason, retryable=True, worker_id=payload["worker_id"])
     finally:
         stop.set()
     return None
+
+
+def _clip(reason: str, limit: int = 2000) -> str:
+    """A failure reason short enough for the API (it refuses more than 10,000 characters)."""
+    return reason if len(reason) <= limit else reason[:limit - 15] + " ... (clipped)"
 
 
 def _report(client: Client, payload: dict[str, Any], value: float,
@@ -99,6 +134,13 @@ def _report(client: Client, payload: dict[str, Any], value: float,
                                            next=chain)
     except ConflictError:
         log.info("trial %s was completed by another attempt", payload["trial_id"])
+        return None
+    except ValidationError as exc:  # e.g. 422 "value must lie within +-1e+100": retry cannot help
+        try:
+            study.fail(payload["trial_id"], f"the server refused the value {value!r}: "
+                       f"{exc.detail}", retryable=False, worker_id=payload["worker_id"])
+        except ConflictError:
+            log.info("trial %s was completed by another attempt", payload["trial_id"])
         return None
     return None if answer.next is None else answer.next.model_dump()
 

@@ -96,14 +96,27 @@ def _import(module: str, attribute: str) -> Callable[..., Any]:
     return evaluate
 
 
+#: The server's working range of values (service.engine.strategy.MAX_MAGNITUDE): a value outside
+#: it would be refused with a 422, so it fails the trial for good here already.
+VALUE_LIMIT = 1e100
+
+
 def run(objective: Objective, candidate: int, vector: list[float],
         parameters: Mapping[str, Any]) -> float:
-    """Evaluate once; a value that is not a finite number raises ValueError with the reason."""
+    """Evaluate once; a value that is not a finite number within +-VALUE_LIMIT raises
+    ValueError with the reason."""
     if objective.delay > 0:
         time.sleep(objective.delay)
     value = objective.evaluate(candidate, vector, parameters)
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise ValueError(f"objective returned {type(value).__name__} {value!r}, not a number")
-    if not np.isfinite(value):
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond float64 (its repr may be too long to print)
+        raise ValueError(f"objective returned an integer of {int(value).bit_length()} bits, "
+                         f"outside +-{VALUE_LIMIT:g}") from None
+    if not np.isfinite(number):
         raise ValueError(f"objective returned a non-finite value {value!r}")
-    return float(value)
+    if abs(number) > VALUE_LIMIT:
+        raise ValueError(f"objective returned {number!r}, outside +-{VALUE_LIMIT:g}")
+    return number

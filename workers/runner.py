@@ -7,7 +7,10 @@ A job past its timeout is interrupted by RQ's alarm-based death penalty. SIGTERM
 the job in progress finish its evaluation (a warm shutdown: it takes no next trial); a second
 one stops it. A worker needs
 only ``BBKB_REDIS_URL`` (or ``--redis-url``) and ``BBKB_URL`` (+ ``BBKB_API_KEY`` or
-``BBKB_API_KEY_FILE``).
+``BBKB_API_KEY_FILE``). At start it pings Redis and makes one authenticated request to the API,
+and exits with code 1 and a one-line message if either fails (a wrong key, an API still down
+after the retry budget). With ``-n N`` the parent exits with code 1, naming the process, as soon
+as one of its worker processes exits abnormally (the others are stopped warm).
 """
 
 from __future__ import annotations
@@ -16,14 +19,23 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 QUEUE = "bbkb"
 
 
+class StartupError(Exception):
+    """The worker cannot start: Redis or the API unreachable, a bad URL or a refused API key."""
+
+
 def work(redis_url: str, burst: bool = False) -> None:
-    """Run one RQ worker in this process until stopped (or the queue is empty, with burst)."""
-    from redis import Redis
+    """Run one RQ worker in this process until stopped (or the queue is empty, with burst);
+    StartupError if Redis or the API cannot be used."""
     from rq import Queue, SimpleWorker
 
     import service.problems  # noqa: F401 - the built-in objectives' numpy/scipy, paid at start
@@ -34,11 +46,38 @@ def work(redis_url: str, burst: bool = False) -> None:
             workers.job.stopping.set()  # the job in progress takes no next trial
             super().request_stop(signum, frame)
 
-    if os.environ.get("BBKB_URL"):
-        workers.job._client()  # the SDK client (TLS context, connection pool) before any job
-    connection = Redis.from_url(redis_url)
+    connection = _redis(redis_url)
+    _check_api()
     worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
     worker.work(burst=burst, logging_level="WARNING")
+
+
+def _redis(url: str) -> Redis:
+    """A connection to Redis, pinged once (StartupError if the URL is bad or Redis is down)."""
+    from redis import Redis
+    from redis.exceptions import RedisError
+
+    try:
+        connection = Redis.from_url(url)
+        connection.ping()
+    except (ValueError, RedisError) as exc:  # the URL is not printed: it may hold a password
+        raise StartupError(f"Redis (--redis-url / BBKB_REDIS_URL) unusable: {exc}") from exc
+    return connection
+
+
+def _check_api() -> None:
+    """The API answers an authenticated request with the worker's key (StartupError if not)."""
+    import workers.job
+    from client import AuthenticationError, BBKBError
+
+    try:
+        url = workers.job._client().url  # the SDK client (TLS, connection pool) before any job
+        workers.job.check_api()
+    except AuthenticationError as exc:
+        raise StartupError(f"the API at {url} refused the worker's key (BBKB_API_KEY or "
+                           f"BBKB_API_KEY_FILE): {exc}") from exc
+    except (BBKBError, ValueError) as exc:  # ServerUnavailable, a bad BBKB_URL or key file
+        raise StartupError(f"the API (BBKB_URL) is unusable: {exc}") from exc
 
 
 def spawn(redis_url: str, processes: int, env: dict[str, str] | None = None,
@@ -51,6 +90,7 @@ def spawn(redis_url: str, processes: int, env: dict[str, str] | None = None,
 
 
 def stop(children: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
+    """SIGTERM to the running children (a warm shutdown), SIGKILL after ``timeout`` seconds."""
     for child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
@@ -60,6 +100,24 @@ def stop(children: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> 
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+def supervise(children: Sequence[subprocess.Popen[bytes]], poll: float = 0.2) -> int:
+    """Wait for the children: 0 once all exited with 0; on a child's abnormal exit, say which,
+    stop the others and return 1."""
+    while True:
+        for number, child in enumerate(children, 1):
+            code = child.poll()
+            if code:
+                how = (f"was killed by {signal.Signals(-code).name}" if code < 0
+                       else f"exited with code {code}")
+                print(f"bbkb worker: worker process {number} of {len(children)} (pid "
+                      f"{child.pid}) {how}; stopping the others", file=sys.stderr)
+                stop(children)
+                return 1
+        if all(child.poll() is not None for child in children):
+            return 0
+        time.sleep(poll)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -72,14 +130,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.redis_url:
         parser.error("give --redis-url or set BBKB_REDIS_URL")
+    if args.processes < 1:
+        parser.error(f"--processes must be at least 1, got {args.processes}")
     if args.processes == 1:
-        work(args.redis_url, burst=args.burst)
+        try:
+            work(args.redis_url, burst=args.burst)
+        except StartupError as exc:
+            print(f"bbkb worker: {exc}", file=sys.stderr)
+            return 1
         return 0
     children = spawn(args.redis_url, args.processes, burst=args.burst)
     signal.signal(signal.SIGTERM, lambda *_: stop(children))
     try:
-        for child in children:
-            child.wait()
+        return supervise(children)
     except KeyboardInterrupt:
         stop(children)
     return 0

@@ -1,0 +1,243 @@
+"""Worker failure modes, end to end: real Redis, a real server, real ``bbkb worker`` processes.
+
+A value the server refuses, an objective that overflows or calls sys.exit, a server down for
+longer than the SDK's default retries, a dying child of ``-n N``, a bad Redis URL, a wrong API
+key and an unreachable API: each ends with a clear outcome instead of a silent loss.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import psutil
+import pytest
+
+from service.processes import RedisProcess, ServerProcess, free_port
+from workers import runner
+
+X = np.random.default_rng(1).random((50, 2))
+HERE = "tests.workers.test_worker_failures"
+
+
+# -- objectives the worker processes import (``tests.workers.test_worker_failures:...``) -------
+
+def huge_float(x0: float, x1: float) -> float:
+    return 1e308
+
+
+def huge_int(x0: float, x1: float) -> int:
+    return 10**400
+
+
+def exits(x0: float, x1: float) -> float:
+    sys.exit(3)
+
+
+def verbose(x0: float, x1: float) -> float:
+    raise RuntimeError("x" * 20_000)
+
+
+def slow(x0: float, x1: float) -> float:
+    time.sleep(1.0)
+    return x0 - x1
+
+
+# -- fixtures and helpers ---------------------------------------------------------------------
+
+@pytest.fixture
+def system(tmp_path) -> Iterator[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    redis = RedisProcess().start()
+    env = {"BBKB_DATA_DIR": str(tmp_path), "BBKB_AUTH": "none", "BBKB_REDIS_URL": redis.url,
+           "BBKB_REAPER_INTERVAL": "0.2"}
+    parts: dict[str, Any] = {"redis": redis, "env": env, "workers": [],
+                             "server": ServerProcess(env).start()}
+    yield parts
+    runner.stop(parts["workers"], timeout=5)
+    parts["server"].stop()
+    redis.stop()
+
+
+def _study(url: str, objective: str, **fields: Any) -> int:
+    body = {"name": "failures", "candidates": X.tolist(), "parameter_names": ["x0", "x1"],
+            "objective": objective, "lease_seconds": 60.0,
+            "engine": {"strategy": "bbkb", "mode": "async", "seed": 0,
+                       "kernel": {"name": "rbf", "lengthscale": 0.3}}} | fields
+    r = httpx.post(f"{url}/v1/studies", json=body)
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
+
+
+def _trials(url: str, sid: int) -> list[dict[str, Any]]:
+    return httpx.get(f"{url}/v1/studies/{sid}/trials", params={"limit": 1000}).json()["trials"]
+
+
+def _until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``check`` until it returns something truthy (AssertionError after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"never happened: {what}")
+
+
+def _dispatch(system: dict[str, Any], objective: str, n: int, **fields: Any) -> tuple[str, int]:
+    url = system["server"].url
+    system["workers"] += runner.spawn(system["redis"].url, 1, env={"BBKB_URL": url})
+    sid = _study(url, f"{HERE}:{objective}", **fields)
+    r = httpx.post(f"{url}/v1/studies/{sid}/dispatch",
+                   json={"n_evaluations": n, "parallelism": 1})
+    assert r.status_code == 200, r.text
+    return url, sid
+
+
+def _done(url: str, sid: int) -> bool:
+    return httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] == "done"
+
+
+def _worker(redis_url: str, *args: str, **env: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "workers.runner", "--redis-url", redis_url, *args]
+    return subprocess.Popen(cmd, env={**os.environ, **env}, stderr=subprocess.PIPE, text=True)
+
+
+def _exit(process: subprocess.Popen[str], timeout: float = 30) -> tuple[int, str]:
+    """The process's exit code and stderr; it is killed (and the test fails) if it runs on."""
+    try:
+        _, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for child in psutil.Process(process.pid).children(recursive=True):
+            child.kill()
+        process.kill()
+        process.communicate()
+        raise AssertionError("the worker kept running") from None
+    return process.returncode, err
+
+
+# -- 1. values the server refuses, overflowing values, sys.exit -------------------------------
+
+def test_a_value_the_server_refuses_fails_the_trial_for_good_with_its_reason(server_factory,
+                                                                              tmp_path):
+    """_report, given a value the server answers with 422, fails the trial (not retryable)."""
+    from client import Client
+    from workers.job import _report
+
+    server = server_factory({"BBKB_DATA_DIR": str(tmp_path), "BBKB_AUTH": "none"})
+    sid = _study(server.url, f"{HERE}:slow")
+    with Client(server.url) as client:
+        trial = client.study(sid, fetch=False).ask(worker_id="rq-job-1").trials[0]
+        payload = {"study_id": sid, "trial_id": trial.id, "worker_id": "rq-job-1"}
+        assert _report(client, payload, 1e308, chain=True) is None
+        after = client.study(sid, fetch=False).trial(trial.id)
+    assert (after.status, after.attempt) == ("failed", 1)  # max_attempts 3: not retried
+    assert "refused the value 1e+308" in after.error and "1e+100" in after.error
+
+
+@pytest.mark.parametrize("objective, error, attempts", [
+    ("huge_float", "outside +-1e+100", 1), ("huge_int", "outside +-1e+100", 1),
+    ("exits", "SystemExit: 3", 2), ("verbose", "RuntimeError: xxx", 2)])
+def test_bad_values_and_sys_exit_fail_the_trial(system, objective, error, attempts):
+    """Out of range: failed for good; sys.exit and a 20,000-character error: retried."""
+    url, sid = _dispatch(system, objective, 2, max_attempts=2)
+    _until(lambda: _done(url, sid), 40, "the dispatch is done")
+    trials = _trials(url, sid)
+    assert [(t["status"], t["attempt"]) for t in trials] == [("failed", attempts)] * 2, trials
+    assert all(error in t["error"] for t in trials), [t["error"] for t in trials]
+
+
+# -- 2. a server down for longer than the SDK's default retries -------------------------------
+
+def test_the_default_retry_budget_rides_out_a_minute():
+    from client.client import MAX_DELAY
+    from workers.job import _client
+
+    _client.cache_clear()
+    try:
+        client = _client()
+        shortest = sum(min(client.backoff * 2**a, MAX_DELAY) / 2 for a in range(client.retries))
+    finally:
+        _client.cache_clear()
+    assert shortest >= 60
+
+
+def test_a_result_computed_while_the_server_is_down_for_8_seconds_is_posted(system):
+    url, sid = _dispatch(system, "slow", 1)
+    _until(lambda: [t for t in _trials(url, sid) if t["status"] == "running"], 30, "a trial runs")
+    port = system["server"].port
+    system["server"].kill()
+    time.sleep(8.5)  # the 1 s evaluation ends, then the post is retried (> the SDK's 3-6 s)
+    system["server"] = ServerProcess(system["env"], port=port).start()
+    trials = _until(lambda: [t for t in _trials(url, sid) if t["status"] == "completed"], 30,
+                    "the result is posted (well before the 60 s lease expires)")
+    assert [t["attempt"] for t in trials] == [1]
+    assert trials[0]["value"] == pytest.approx(X[trials[0]["candidate"]] @ [1, -1], abs=1e-12)
+
+
+# -- 3. ``bbkb worker -n N``: dying children, bad arguments, unreachable Redis ----------------
+
+def test_the_parent_exits_non_zero_naming_a_child_that_died(system):
+    parent = _worker(system["redis"].url, "-n", "2", BBKB_URL=system["server"].url)
+    children = _until(lambda: len(psutil.Process(parent.pid).children()) == 2
+                      and psutil.Process(parent.pid).children(), 30, "two children started")
+    children[0].kill()
+    code, err = _exit(parent)
+    assert code == 1, err
+    assert f"(pid {children[0].pid}) was killed by SIGKILL" in err
+    assert not psutil.pid_exists(children[1].pid)  # the other was stopped (and reaped)
+
+
+@pytest.mark.parametrize("n", ["0", "-2"])
+def test_no_processes_is_a_usage_error(n, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        runner.main(["-n", n, "--redis-url", "redis://127.0.0.1:1/0"])
+    assert stopped.value.code == 2 and "--processes must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("redis_url", ["redis://127.0.0.1:{port}/0", "nonsense://x"])
+def test_an_unusable_redis_is_a_one_line_error(redis_url):
+    code, err = _exit(_worker(redis_url.format(port=free_port())))
+    assert code == 1 and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("bbkb worker: Redis"), err
+
+
+# -- 4. credentials and the API checked at start-up -------------------------------------------
+
+def test_a_wrong_api_key_stops_the_worker_at_start(server_factory, tmp_path):
+    redis = RedisProcess().start()
+    try:
+        server = server_factory({"BBKB_DATA_DIR": str(tmp_path), "BBKB_AUTH": "keys"})
+        code, err = _exit(_worker(redis.url, BBKB_URL=server.url, BBKB_API_KEY="bbkb_wrong"))
+    finally:
+        redis.stop()
+    assert code == 1 and "Traceback" not in err
+    assert "refused the worker's key" in err and "401" in err, err
+
+
+def test_an_unreachable_api_stops_the_worker_after_the_retry_budget():
+    redis = RedisProcess().start()
+    try:
+        code, err = _exit(_worker(redis.url, BBKB_URL=f"http://127.0.0.1:{free_port()}",
+                                  BBKB_WORKER_RETRY_SECONDS="1"))
+    finally:
+        redis.stop()
+    assert code == 1 and "Traceback" not in err
+    assert "the API (BBKB_URL) is unusable" in err and "attempt(s)" in err, err
+
+
+def test_a_signal_name_is_reported_for_a_killed_child(capsys):
+    """supervise() on real processes: a child killed by a signal is named with its signal."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child.send_signal(signal.SIGTERM)
+    assert runner.supervise([child, other], poll=0.05) == 1
+    assert other.poll() is not None  # the other was stopped
+    err = capsys.readouterr().err
+    assert f"worker process 1 of 2 (pid {child.pid}) was killed by SIGTERM" in err
