@@ -7,6 +7,8 @@ it imports only pydantic, so the SDK needs neither numpy nor the server's depend
 from __future__ import annotations
 
 import io
+import math
+import numbers
 import os
 import random
 import time
@@ -19,7 +21,14 @@ import httpx
 
 from service.api.schemas import StudyCreate, StudyList, StudyPublic
 
-from .errors import BBKBError, NotFoundError, ServerUnavailable, error_from_response
+from .errors import (
+    BBKBError,
+    InvalidArgument,
+    NotFoundError,
+    ServerUnavailable,
+    error_from_response,
+    validated,
+)
 from .study import Study
 
 __all__ = ["DEFAULT_URL", "INLINE_LIMIT", "Client"]
@@ -63,6 +72,9 @@ class Client:
     def __init__(self, url: str | None = None, api_key: str | None = None, *,
                  timeout: float = 30.0, retries: int = 5, backoff: float = 0.2,
                  http: httpx.Client | None = None) -> None:
+        for name, given in (("url", url), ("api_key", api_key)):
+            if given is not None and not isinstance(given, str):
+                raise TypeError(f"{name} must be a str or None, not {type(given).__name__}")
         if retries < 0 or backoff < 0:
             raise ValueError("retries and backoff must be >= 0")
         given_base = str(http.base_url) if http is not None and str(http.base_url) else None
@@ -70,6 +82,8 @@ class Client:
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
         self.api_key = api_key if api_key is not None else _environment_key()
+        if self.api_key and not (self.api_key.isascii() and self.api_key.isprintable()):
+            raise ValueError("the API key must be printable ASCII (an HTTP header value)")
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self._owns_http = http is None
         self._http = http if http is not None else httpx.Client(timeout=timeout)
@@ -191,20 +205,30 @@ class Client:
 
         Matrices of more than ``INLINE_LIMIT`` numbers are uploaded as a .npy file (needs numpy).
         ``engine`` is the optimiser configuration (strategy, mode, kernel, lam, batch_size, seed..).
+        Invalid arguments (NaN or infinity in ``engine`` or inline candidates, a matrix that is
+        not 2-D, what the server would refuse) raise :class:`~client.errors.InvalidArgument`
+        before any request.
         """
+        if engine is not None and not isinstance(engine, Mapping):
+            raise TypeError(f"engine must be a mapping such as {{'strategy': 'bbkb'}}, not "
+                            f"{type(engine).__name__} {engine!r:.50}")
+        engine = dict(engine or {})
+        _check_finite(engine, "engine")
         names = list(parameter_names) if parameter_names is not None else _columns(candidates)
         upload = candidates is not None and _size(candidates) > INLINE_LIMIT
-        body = StudyCreate(
-            name=name, direction=direction, engine=dict(engine or {}), parameter_names=names,
-            candidates=None if upload or candidates is None else _inline(candidates),
-            search_space=None if search_space is None else list(search_space),
+        inline = None if upload or candidates is None else _inline(candidates)
+        _check_finite(inline, "candidates")
+        data = _npy_bytes(candidates) if upload else b""
+        body = validated(
+            StudyCreate, name=name, direction=direction, engine=engine, parameter_names=names,
+            candidates=inline, search_space=None if search_space is None else list(search_space),
             n_candidates=n_candidates, upload=upload, objective=objective,
             max_attempts=max_attempts, lease_seconds=lease_seconds)
         response = self.request("POST", "/v1/studies", idempotent=False,
                                 json=body.model_dump(mode="json", exclude_none=True))
         info = StudyPublic.model_validate(response.json())
         if upload:
-            info = self._upload_candidates(info.id, _npy_bytes(candidates))
+            info = self._upload_candidates(info.id, data)
         return Study(self, info.id, info)
 
     def _upload_candidates(self, study_id: int, data: bytes) -> StudyPublic:
@@ -222,10 +246,38 @@ class Client:
 
 
 def _size(candidates: Any) -> int:
+    """Number of values of a 2-D matrix (InvalidArgument for another shape)."""
     shape = getattr(candidates, "shape", None)
-    if shape is not None and len(shape) == 2:
+    if shape is not None:
+        if len(shape) != 2:
+            raise InvalidArgument(f"must be a 2-D matrix (rows x parameters); got shape "
+                                  f"{tuple(shape)}", "candidates")
         return int(shape[0]) * int(shape[1])
-    return sum(len(row) for row in candidates)
+    if not isinstance(candidates, Sequence) or isinstance(candidates, str | bytes):
+        raise TypeError(f"candidates must be a matrix (rows of numbers: lists, numpy, pandas), "
+                        f"not {type(candidates).__name__}")
+    try:
+        return sum(len(row) for row in candidates)
+    except TypeError:
+        raise InvalidArgument("must be a 2-D matrix: a sequence of rows of numbers",
+                              "candidates") from None
+
+
+def _check_finite(value: Any, field: str) -> None:
+    """InvalidArgument naming the first NaN or infinity in nested dicts and lists (JSON has
+    neither, and would otherwise send null or fail to encode)."""
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        if isinstance(value, numbers.Real) and not math.isfinite(value):
+            raise InvalidArgument(f"must be a finite number; got {value}", field)
+        return
+    for key, item in items:
+        if isinstance(item, float) and math.isfinite(item):
+            continue  # the common case, fast
+        _check_finite(item, f"{field}.{key}")
 
 
 def _columns(candidates: Any) -> list[str] | None:
@@ -243,8 +295,14 @@ def _inline(candidates: Any) -> list[list[float]]:
 
 
 def _npy_bytes(candidates: Any) -> bytes:
+    """The matrix as .npy bytes of float64 (InvalidArgument unless numbers). Finiteness is left
+    to the server, which refuses the upload (the half-created study is then deleted)."""
     import numpy as np
 
+    try:
+        matrix = np.asarray(candidates, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise InvalidArgument(f"must be numbers: {error}", "candidates") from error
     buffer = io.BytesIO()
-    np.save(buffer, np.asarray(candidates, dtype=np.float64), allow_pickle=False)
+    np.save(buffer, matrix, allow_pickle=False)
     return buffer.getvalue()

@@ -9,18 +9,27 @@
     │   ├── ConflictError       409: the state forbids it (trial already completed with
     │   │                       another value, study paused, name taken, ...)
     │   └── ValidationError     400 / 413 / 422: the request was invalid (``field`` names it)
+    │       └── InvalidArgument the same checks, failed before sending (also a ``ValueError``)
     └── ServerUnavailable       no answer after all retries (connection failures, 502/503/504)
 
-Invalid arguments caught before any request is sent raise ``ValueError`` / ``TypeError`` as
-usual (pydantic's ``ValidationError`` is a ``ValueError``).
+Arguments the API would refuse (an empty name, a NaN value, NaN or infinity anywhere in
+``engine`` or in inline candidates, a 1-D matrix) raise :class:`InvalidArgument` before any
+request is sent: catch ``ValidationError`` for both cases, or ``ValueError`` as before. Arguments
+of the wrong Python type (``Client(123)``, ``engine="bbkb"``) raise ``TypeError``.
 """
 
 from __future__ import annotations
 
-import httpx
+from typing import Any, TypeVar
 
-__all__ = ["APIError", "AuthenticationError", "BBKBError", "ConflictError", "NotFoundError",
-           "ServerUnavailable", "ValidationError", "error_from_response"]
+import httpx
+import pydantic
+
+__all__ = ["APIError", "AuthenticationError", "BBKBError", "ConflictError", "InvalidArgument",
+           "NotFoundError", "ServerUnavailable", "ValidationError", "error_from_response",
+           "validated"]
+
+M = TypeVar("M", bound=pydantic.BaseModel)
 
 
 class BBKBError(Exception):
@@ -52,6 +61,34 @@ class ConflictError(APIError):
 
 class ValidationError(APIError):
     """400, 413 or 422: the request was rejected as invalid; ``field`` says where."""
+
+
+class InvalidArgument(ValidationError, ValueError):
+    """Refused before sending, by the checks the server would make (``status_code`` is 422, the
+    answer it would give). ``str()`` is ``"<field>: <detail>"``."""
+
+    def __init__(self, detail: str, field: str | None = None) -> None:
+        super().__init__(422, detail, field)
+        self.args = (f"{field}: {detail}" if field else detail,)
+
+
+def validated(model: type[M], **fields: Any) -> M:
+    """``model(**fields)``; a pydantic error becomes :class:`InvalidArgument` (its first error)."""
+    try:
+        return model(**fields)
+    except pydantic.ValidationError as error:
+        raise invalid_argument(error) from error
+
+
+def invalid_argument(error: pydantic.ValidationError) -> InvalidArgument:
+    """The first error of a pydantic ``ValidationError``: its location, message and input."""
+    first = error.errors()[0]
+    message = first["msg"].removeprefix("Value error, ")
+    given = first.get("input")
+    if not isinstance(given, dict | list | pydantic.BaseModel):
+        message += f"; got {given!r:.80}"
+    field = ".".join(str(part) for part in first["loc"])
+    return InvalidArgument(message, field or None)
 
 
 class ServerUnavailable(BBKBError):

@@ -9,6 +9,11 @@ soon as another result is in. Long evaluations get their lease renewed by heartb
 An exception in ``fn`` fails the trial as retryable, with the exception's last traceback line as
 the reason; a result that is not a finite number fails it for good. The loop ends once
 ``n_evaluations`` of its trials are completed or failed for good.
+
+While the server is unavailable (a restart), every request of the loop is retried, finished values
+are kept until they are posted, and evaluations go on; the loop raises
+:class:`~client.errors.ServerUnavailable` only once the server has been unreachable for
+``max_outage`` seconds (on top of each request's own retries).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from concurrent.futures import (
     wait,
 )
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from service.api.schemas import TrialPublic
 
@@ -41,6 +46,9 @@ if TYPE_CHECKING:
 __all__ = ["OptimizeResult", "optimize"]
 
 log = logging.getLogger("bbkb.client")
+R = TypeVar("R")
+#: Default of ``max_outage``: how long the loop rides out an unavailable server, in seconds.
+MAX_OUTAGE = 120.0
 
 
 @dataclass(frozen=True)
@@ -56,10 +64,13 @@ class OptimizeResult:
 
 def optimize(study: Study, fn: Callable[..., Any], n_evaluations: int, *, n_workers: int = 4,
              executor: Literal["thread", "process"] = "thread", progress: bool = True,
-             worker_id_prefix: str = "sdk", vector: bool = False) -> OptimizeResult:
+             worker_id_prefix: str = "sdk", vector: bool = False,
+             max_outage: float = MAX_OUTAGE) -> OptimizeResult:
     """Run ``fn`` on ``n_evaluations`` trials of ``study`` with ``n_workers`` parallel slots."""
     if n_evaluations < 1 or n_workers < 1:
         raise ValueError("n_evaluations and n_workers must be >= 1")
+    if not max_outage >= 0:
+        raise ValueError("max_outage must be >= 0 seconds")
     if executor == "process":
         _check_picklable(fn)
         pool: Executor = ProcessPoolExecutor(max_workers=n_workers)
@@ -68,7 +79,8 @@ def optimize(study: Study, fn: Callable[..., Any], n_evaluations: int, *, n_work
     else:
         raise ValueError(f"executor must be 'thread' or 'process', not {executor!r}")
     start = time.monotonic()
-    run = _Run(study, fn, n_evaluations, n_workers, worker_id_prefix, vector, progress)
+    run = _Run(study, fn, n_evaluations, n_workers, worker_id_prefix, vector, progress,
+               max_outage)
     try:
         run.loop(pool)
     except BaseException as exc:
@@ -79,8 +91,9 @@ def optimize(study: Study, fn: Callable[..., Any], n_evaluations: int, *, n_work
     finally:
         run.bar.close()
     pool.shutdown()
-    return OptimizeResult(best=study.best(), n_completed=run.n_completed, n_failed=run.n_failed,
-                          n_retried=run.n_retried, elapsed=time.monotonic() - start)
+    return OptimizeResult(best=run.call(study.best), n_completed=run.n_completed,
+                          n_failed=run.n_failed, n_retried=run.n_retried,
+                          elapsed=time.monotonic() - start)
 
 
 def _check_picklable(fn: Callable[..., Any]) -> None:
@@ -117,7 +130,7 @@ class _Run:
     """The state of one optimize() call; every method runs in the calling thread."""
 
     def __init__(self, study: Study, fn: Callable[..., Any], n: int, n_workers: int,
-                 prefix: str, vector: bool, progress: bool) -> None:
+                 prefix: str, vector: bool, progress: bool, max_outage: float) -> None:
         info = study.info
         self.study, self.fn, self.n, self.vector = study, fn, n, vector
         self.names = list(info.parameter_names)
@@ -132,10 +145,32 @@ class _Run:
         self.ask_after = 0.0
         self.batches: dict[int, set[int]] = {}
         self.bar = _Progress(progress, n, f"study {study.id}")
+        self.max_outage = max_outage
+        self.down_since: float | None = None
 
     @property
     def n_done(self) -> int:
         return self.n_completed + self.n_failed
+
+    def call(self, request: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """``request(*args, **kwargs)``, retried with backoff while the server is unavailable,
+        until it has been so for ``max_outage`` seconds."""
+        pause = max(self.study.client.backoff, 0.05)
+        while True:
+            try:
+                result = request(*args, **kwargs)
+            except ServerUnavailable as exc:
+                now = time.monotonic()
+                self.down_since = self.down_since if self.down_since is not None else now
+                if now - self.down_since >= self.max_outage:
+                    raise
+                log.warning("server unavailable for %.0f s, retrying: %s",
+                            now - self.down_since, exc)
+                time.sleep(pause)
+                pause = min(pause * 2, 10.0)
+                continue
+            self.down_since = None
+            return result
 
     def loop(self, pool: Executor) -> None:
         while self.n_done < self.n:
@@ -158,7 +193,7 @@ class _Run:
         self.ask_after = 0.0
         while self.free and self.n_done + len(self.running) < self.n:
             slot = self.free[-1]
-            answer = self.study.ask(self.workers[slot], count=1)
+            answer = self.call(self.study.ask, self.workers[slot], count=1)
             if not answer.trials:
                 self.ask_after = time.monotonic() + (answer.retry_after or 1.0)
                 return
@@ -185,7 +220,7 @@ class _Run:
             self.fail(trial, problem or "no value", retryable=False, worker=worker)
             return
         try:
-            self.study.tell(trial.id, value, worker_id=worker)
+            self.call(self.study.tell, trial.id, value, worker_id=worker)
         except ConflictError as exc:  # e.g. lease lost and the trial abandoned meanwhile
             log.warning("result of trial %s not used: %s", trial.id, exc)
             return
@@ -196,7 +231,8 @@ class _Run:
 
     def fail(self, trial: TrialPublic, reason: str, *, retryable: bool, worker: str) -> None:
         try:
-            status = self.study.fail(trial.id, reason, retryable, worker_id=worker).status
+            status = self.call(self.study.fail, trial.id, reason, retryable,
+                               worker_id=worker).status
         except (ConflictError, ServerUnavailable) as exc:  # its lease will expire instead
             log.warning("could not fail trial %s: %s", trial.id, exc)
             return
@@ -213,7 +249,7 @@ class _Run:
         for future, (slot, trial, since) in list(self.running.items()):
             if now - since >= self.beat_every:
                 try:
-                    self.study.heartbeat(trial.id, self.workers[slot])
+                    self.call(self.study.heartbeat, trial.id, self.workers[slot])
                 except ConflictError as exc:
                     log.warning("lease of trial %s lost: %s", trial.id, exc)
                 self.running[future] = (slot, trial, now)

@@ -26,6 +26,7 @@ from service.api.schemas import (
     TrialStatus,
 )
 
+from .errors import validated
 from .records import to_dataframe, trial_record
 
 if TYPE_CHECKING:
@@ -75,28 +76,29 @@ class Study:
     def ask(self, worker_id: str = "sdk", count: int = 1) -> Suggestions:
         """Up to ``count`` trials to evaluate. A worker asking again gets its running trials
         back first; in sync mode fewer may come, with ``waiting`` and ``retry_after`` set."""
-        body = SuggestRequest(worker_id=worker_id, count=count).model_dump()
+        body = validated(SuggestRequest, worker_id=worker_id, count=count).model_dump()
         response = self.client.request("POST", self._path("/suggestions"), json=body)
         return Suggestions.model_validate(response.json())
 
     def tell(self, trial_id: int, value: float, *, worker_id: str | None = None) -> TrialPublic:
         """Complete a trial with its (finite) value. Telling the same value again is a no-op."""
-        body = CompleteRequest(value=value, worker_id=worker_id).model_dump(exclude_none=True)
+        body = validated(CompleteRequest, value=value, worker_id=worker_id)
         return TrialPublic.model_validate(self.client.request(
-            "POST", self._path(f"/trials/{trial_id}/complete"), json=body).json())
+            "POST", self._path(f"/trials/{trial_id}/complete"),
+            json=body.model_dump(exclude_none=True)).json())
 
     def fail(self, trial_id: int, reason: str = "", retryable: bool = True, *,
              worker_id: str | None = None) -> TrialPublic:
         """Report a failed evaluation; a retryable one goes back to the pool until
         ``max_attempts``, then (or at once if not retryable) the trial is ``failed``."""
-        body = FailRequest(reason=reason, retryable=retryable, worker_id=worker_id)
+        body = validated(FailRequest, reason=reason, retryable=retryable, worker_id=worker_id)
         return TrialPublic.model_validate(self.client.request(
             "POST", self._path(f"/trials/{trial_id}/fail"), idempotent=False,
             json=body.model_dump(exclude_none=True)).json())
 
     def heartbeat(self, trial_id: int, worker_id: str | None = None) -> TrialPublic:
         """Extend a running trial's lease (ConflictError if it is no longer running)."""
-        body = HeartbeatRequest(worker_id=worker_id).model_dump(exclude_none=True)
+        body = validated(HeartbeatRequest, worker_id=worker_id).model_dump(exclude_none=True)
         return TrialPublic.model_validate(self.client.request(
             "POST", self._path(f"/trials/{trial_id}/heartbeat"), json=body).json())
 
@@ -104,7 +106,7 @@ class Study:
         """Warm start with known results: ``(candidate, value)`` pairs, dicts with those keys,
         or a ``{candidate: value}`` mapping. All or nothing; returns the number imported."""
         items = observations.items() if isinstance(observations, Mapping) else observations
-        body = ImportRequest.model_validate({"observations": [_observation(i) for i in items]})
+        body = validated(ImportRequest, observations=[_observation(i) for i in items])
         response = self.client.request("POST", self._path("/observations"), idempotent=False,
                                        json=body.model_dump())
         return int(response.json()["imported"])
@@ -176,8 +178,8 @@ class Study:
                  job_timeout: int = 3600) -> DispatchStatus:
         """Have the server evaluate ``objective`` (default: the study's) on its Redis workers
         (``bbkb worker``) until ``n_evaluations`` trials are done. Returns at once."""
-        body = DispatchRequest(n_evaluations=n_evaluations, parallelism=parallelism,
-                               objective=objective, job_timeout=job_timeout)
+        body = validated(DispatchRequest, n_evaluations=n_evaluations, parallelism=parallelism,
+                         objective=objective, job_timeout=job_timeout)
         return DispatchStatus.model_validate(self.client.request(
             "POST", self._path("/dispatch"), json=body.model_dump(exclude_none=True)).json())
 
@@ -186,7 +188,8 @@ class Study:
         """A dispatch worker's result, and with ``next`` the study's next trial for the same
         worker (or None when the dispatch is done, paused, or its parallelism is reached).
         Safe to retry: a repeated value is a no-op and the same worker gets the same trial."""
-        body = DispatchComplete(trial_id=trial_id, value=value, worker_id=worker_id, next=next)
+        body = validated(DispatchComplete, trial_id=trial_id, value=value, worker_id=worker_id,
+                         next=next)
         return DispatchCompleted.model_validate(self.client.request(
             "POST", self._path("/dispatch/complete"), json=body.model_dump()).json())
 
@@ -222,16 +225,20 @@ class Study:
 
     def optimize(self, fn: Callable[..., Any], n_evaluations: int, *, n_workers: int = 4,
                  executor: Literal["thread", "process"] = "thread", progress: bool = True,
-                 worker_id_prefix: str = "sdk", vector: bool = False) -> OptimizeResult:
+                 worker_id_prefix: str = "sdk", vector: bool = False,
+                 max_outage: float = 120.0) -> OptimizeResult:
         """Evaluate ``fn`` on the study's suggestions until ``n_evaluations`` results are in.
 
         ``fn`` takes the named parameters as keyword arguments (``fn(**parameters)``), or with
-        ``vector=True`` one list of values in ``parameter_names`` order. See :mod:`client.loop`.
+        ``vector=True`` one list of values in ``parameter_names`` order. A server restart is
+        ridden out: requests are retried, and results kept, until the server has been
+        unavailable for ``max_outage`` seconds (then ServerUnavailable). See :mod:`client.loop`.
         """
         from .loop import optimize
 
         return optimize(self, fn, n_evaluations, n_workers=n_workers, executor=executor,
-                        progress=progress, worker_id_prefix=worker_id_prefix, vector=vector)
+                        progress=progress, worker_id_prefix=worker_id_prefix, vector=vector,
+                        max_outage=max_outage)
 
 
 def _progress_bar(total: int) -> Any:

@@ -1,21 +1,29 @@
 """``bbkb study create | list | show | best | export``: studies from the shell, through the SDK.
 
 The server is reached like the SDK does: ``--url`` / ``BBKB_URL`` and ``--api-key`` /
-``BBKB_API_KEY``. A study is named by its id or its name. API errors print their message (and
-the offending field) and exit 1; an unreachable server exits 2.
+``BBKB_API_KEY``. A study is named by its id or its name (an all-digit name works too when no
+study has that id). Errors (the server's, invalid arguments, unreadable files) print one line
+``error: ...`` and exit 1; an unreachable server exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pydantic
 
 from client import Client
-from client.errors import APIError, BBKBError
+from client.errors import APIError, BBKBError, InvalidArgument, NotFoundError
 from client.study import Study
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _engine_option(text: str) -> tuple[str, Any]:
@@ -33,28 +41,75 @@ def _json_argument(text: str) -> Any:
     """Inline JSON, or @path / a path to a JSON file."""
     path = Path(text[1:] if text.startswith("@") else text)
     if text.startswith("@") or (path.suffix == ".json" and path.exists()):
-        text = path.read_text()
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"cannot read {path}: {exc.strerror}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
 
 
-def read_candidates(path: Path) -> tuple[Any, list[str] | None]:
-    """A candidate matrix from .npy, or from .csv with a header row of parameter names."""
+def read_candidates(path: Path) -> tuple[np.ndarray, list[str] | None]:
+    """A candidate matrix from .npy, or from .csv with an optional header row of parameter
+    names; ValueError unless it is a non-empty 2-D matrix of finite numbers."""
     import numpy as np
 
     if path.suffix == ".npy":
-        return np.load(path, allow_pickle=False), None
-    with path.open() as handle:
-        header = handle.readline().strip().split(",")
+        return _checked(np.load(path, allow_pickle=False), None), None
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        header = next(csv.reader(handle, skipinitialspace=True), [])
+    if not header:
+        raise ValueError("the file is empty (expected rows of numbers, after an optional "
+                         "header row of parameter names)")
     try:
-        [float(h) for h in header]
+        [float(cell) for cell in header]
         names, skip = None, 0
     except ValueError:
-        names, skip = [h.strip() for h in header], 1
-    matrix = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2)
-    return matrix, names
+        names, skip = [cell.strip() for cell in header], 1
+        _check_names(names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "input contained no data": refused below
+        matrix = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2, encoding="utf-8-sig",
+                            quotechar='"')
+    if names is not None and matrix.size and matrix.shape[1] != len(names):
+        raise ValueError(f"the header names {len(names)} columns, the rows have "
+                         f"{matrix.shape[1]}")
+    return _checked(matrix, names), names
+
+
+def _check_names(names: list[str]) -> None:
+    """Parameter names from a header: none empty, none twice."""
+    for column, name in enumerate(names, 1):
+        if not name:
+            raise ValueError(f"column {column} of the header has no name")
+        if names.index(name) + 1 != column:
+            raise ValueError(f"column name {name!r} appears twice (columns "
+                             f"{names.index(name) + 1} and {column})")
+
+
+def _checked(matrix: np.ndarray, names: list[str] | None) -> np.ndarray:
+    """``matrix`` as float64 if it is a non-empty 2-D matrix of finite numbers, else ValueError
+    naming the first offending row and column (counted from 1, data rows only)."""
+    import numpy as np
+
+    if matrix.dtype.kind not in "biuf":
+        raise ValueError(f"candidates must be real numbers, not {matrix.dtype} values")
+    if matrix.ndim != 2:
+        raise ValueError(f"candidates must be a 2-D matrix (rows x parameters), not an array "
+                         f"of shape {matrix.shape}")
+    if matrix.size == 0:
+        missing = "rows" if matrix.shape[0] == 0 else "columns"
+        raise ValueError(f"no candidates: the matrix has no {missing}")
+    matrix = matrix.astype(np.float64)
+    bad = np.argwhere(~np.isfinite(matrix))
+    if len(bad):
+        row, column = (int(i) for i in bad[0])
+        name = f" ({names[column]!r})" if names else ""
+        raise ValueError(f"row {row + 1}, column {column + 1}{name}: {matrix[row, column]} is "
+                         f"not a finite number")
+    return matrix
 
 
 def _client(args: argparse.Namespace) -> Client:
@@ -62,7 +117,17 @@ def _client(args: argparse.Namespace) -> Client:
 
 
 def _study(client: Client, ref: str) -> Study:
-    return client.study(int(ref) if ref.isdigit() else ref)
+    """The study with id ``ref`` if it is all digits and one has that id, else named ``ref``."""
+    if not ref.isdigit():
+        return client.study(ref)
+    try:
+        return client.study(int(ref))
+    except NotFoundError:
+        pass
+    try:
+        return client.study(ref)
+    except NotFoundError:
+        raise NotFoundError(404, f"no study with id or name {ref!r}", "study") from None
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -151,6 +216,9 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+STUDY_HELP = "study id or name (an id takes precedence over an all-digit name)"
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register ``bbkb study ...`` on the main parser's subcommands."""
     common = argparse.ArgumentParser(add_help=False)
@@ -185,22 +253,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     for name, run, text in (("show", _show, "status, counts, batches, best"),
                             ("best", _best, "the best completed trial")):
         action = actions.add_parser(name, parents=[common], help=text)
-        action.add_argument("study", help="study id or name")
+        action.add_argument("study", help=STUDY_HELP)
         action.set_defaults(run=run)
     export = actions.add_parser("export", parents=[common], help="every trial as CSV")
-    export.add_argument("study", help="study id or name")
+    export.add_argument("study", help=STUDY_HELP)
     export.add_argument("--output", "-o", help="file to write (default: study-<id>.csv)")
     export.set_defaults(run=_export)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run a study action; API errors become one line on stderr, not a traceback."""
+    """Run a study action; errors become one line on stderr (exit 1, 2 if the server is
+    unreachable), not a traceback."""
     try:
         return int(args.run(args))
+    except InvalidArgument as exc:
+        print(f"error: {exc}", file=sys.stderr)
     except APIError as exc:
         where = f" (field {exc.field})" if getattr(exc, "field", None) else ""
         print(f"error: {exc.detail}{where}", file=sys.stderr)
-        return 1
     except BBKBError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        print(f"error: {where + ': ' if where else ''}{first['msg']}", file=sys.stderr)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+    except (ValueError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    return 1
