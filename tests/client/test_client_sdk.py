@@ -262,8 +262,9 @@ def test_a_handle_without_fetching(relayed):
 def test_public_names_are_pinned():
     assert client.__all__ == [
         "APIError", "AuthenticationError", "BBKBError", "BatchPublic", "Client",
-        "ConflictError", "NotFoundError", "OptimizeResult", "ServerUnavailable", "Study",
-        "StudyPublic", "Suggestions", "TrialPublic", "ValidationError"]
+        "ConflictError", "InvalidArgument", "NotFoundError", "OptimizeResult",
+        "ServerUnavailable", "Study", "StudyPublic", "Suggestions", "TrialPublic",
+        "ValidationError"]
     for name in client.__all__:
         assert getattr(client, name) is not None
     from service.api import schemas
