@@ -3,31 +3,19 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
-from service.processes import RedisProcess, ServerProcess
+from service.processes import ServerProcess
 from workers import runner
 
+from .helpers import dispatch_study
 from .objective_fns import quadratic
 
 X = np.random.default_rng(0).random((300, 2))
-
-
-@pytest.fixture
-def system(tmp_path) -> Iterator[dict]:  # type: ignore[no-untyped-def]
-    redis = RedisProcess().start()
-    env = {"BBKB_DATA_DIR": str(tmp_path), "BBKB_AUTH": "none", "BBKB_REDIS_URL": redis.url,
-           "BBKB_REAPER_INTERVAL": "0.2"}
-    server = ServerProcess(env).start()
-    parts = {"redis": redis, "server": server, "env": env, "workers": []}
-    yield parts
-    runner.stop(parts["workers"], timeout=5)
-    parts["server"].stop()  # a test may have replaced it (a restarted server)
-    redis.stop()
 
 
 def _start_workers(system: dict, n: int, **env: str) -> None:
@@ -35,14 +23,8 @@ def _start_workers(system: dict, n: int, **env: str) -> None:
                                       env={"BBKB_URL": system["server"].url, **env})
 
 
-def _study(url: str, objective: str, **fields) -> int:  # type: ignore[no-untyped-def]
-    body = {"name": "dist", "candidates": X.tolist(), "parameter_names": ["x0", "x1"],
-            "objective": objective, "lease_seconds": 10.0,
-            "engine": {"strategy": "bbkb", "mode": "async", "seed": 0,
-                       "kernel": {"name": "rbf", "lengthscale": 0.3}}} | fields
-    r = httpx.post(f"{url}/v1/studies", json=body)
-    assert r.status_code == 201, r.text
-    return r.json()["id"]
+def _study(url: str, objective: str, **fields: Any) -> int:
+    return dispatch_study(url, X, objective, **fields)
 
 
 def _wait(url: str, sid: int, until, timeout: float, poll: float = 0.2) -> dict:  # type: ignore[no-untyped-def]

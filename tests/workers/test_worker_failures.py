@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -22,6 +22,8 @@ import pytest
 
 from service.processes import RedisProcess, ServerProcess, free_port
 from workers import runner
+
+from .helpers import dispatch_study
 
 X = np.random.default_rng(1).random((50, 2))
 HERE = "tests.workers.test_worker_failures"
@@ -52,27 +54,8 @@ def slow(x0: float, x1: float) -> float:
 
 # -- fixtures and helpers ---------------------------------------------------------------------
 
-@pytest.fixture
-def system(tmp_path) -> Iterator[dict[str, Any]]:  # type: ignore[no-untyped-def]
-    redis = RedisProcess().start()
-    env = {"BBKB_DATA_DIR": str(tmp_path), "BBKB_AUTH": "none", "BBKB_REDIS_URL": redis.url,
-           "BBKB_REAPER_INTERVAL": "0.2"}
-    parts: dict[str, Any] = {"redis": redis, "env": env, "workers": [],
-                             "server": ServerProcess(env).start()}
-    yield parts
-    runner.stop(parts["workers"], timeout=5)
-    parts["server"].stop()
-    redis.stop()
-
-
 def _study(url: str, objective: str, **fields: Any) -> int:
-    body = {"name": "failures", "candidates": X.tolist(), "parameter_names": ["x0", "x1"],
-            "objective": objective, "lease_seconds": 60.0,
-            "engine": {"strategy": "bbkb", "mode": "async", "seed": 0,
-                       "kernel": {"name": "rbf", "lengthscale": 0.3}}} | fields
-    r = httpx.post(f"{url}/v1/studies", json=body)
-    assert r.status_code == 201, r.text
-    return int(r.json()["id"])
+    return dispatch_study(url, X, objective, **{"lease_seconds": 60.0} | fields)
 
 
 def _trials(url: str, sid: int) -> list[dict[str, Any]]:
