@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from client import Client
-from client.errors import APIError, BBKBError, InvalidArgument, NotFoundError
+from client.errors import APIError, BBKBError, InvalidArgument, NotFoundError, invalid_argument
 from client.study import Study
 
 if TYPE_CHECKING:
@@ -275,9 +275,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        print(f"error: {where + ': ' if where else ''}{first['msg']}", file=sys.stderr)
+        print(f"error: {invalid_argument(exc)}", file=sys.stderr)
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)

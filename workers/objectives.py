@@ -23,6 +23,8 @@ from urllib.parse import parse_qsl
 
 import numpy as np
 
+from service.engine.strategy import MAX_MAGNITUDE
+
 
 @dataclass(frozen=True)
 class Objective:
@@ -96,9 +98,9 @@ def _import(module: str, attribute: str) -> Callable[..., Any]:
     return evaluate
 
 
-#: The server's working range of values (service.engine.strategy.MAX_MAGNITUDE): a value outside
-#: it would be refused with a 422, so it fails the trial for good here already.
-VALUE_LIMIT = 1e100
+#: The server's working range of values: a value outside it would be refused with a 422, so it
+#: fails the trial for good here already.
+VALUE_LIMIT = MAX_MAGNITUDE
 
 
 def run(objective: Objective, candidate: int, vector: list[float],
