@@ -175,9 +175,18 @@ class Client:
 
     # -- studies -----------------------------------------------------------------------------
 
-    def studies(self) -> list[StudyPublic]:
-        """Every study of the caller (deleted ones excluded)."""
-        return StudyList.model_validate(self.request("GET", "/v1/studies").json()).studies
+    def studies(self, *, page_size: int = 100) -> list[StudyPublic]:
+        """Every study of the caller in id order (deleted ones excluded), fetched page by page."""
+        found: list[StudyPublic] = []
+        after: int | None = 0
+        while after is not None:
+            page = self._study_page(after=after, limit=page_size)
+            found += page.studies
+            after = page.next_after
+        return found
+
+    def _study_page(self, **params: Any) -> StudyList:
+        return StudyList.model_validate(self.request("GET", "/v1/studies", params=params).json())
 
     def study(self, study: int | str, *, fetch: bool = True) -> Study:
         """A handle on an existing study, by id or by name (NotFoundError if none).
@@ -185,7 +194,7 @@ class Client:
         ``fetch=False`` skips the request for an id (a worker that only asks and tells).
         """
         if isinstance(study, str):
-            match = [s for s in self.studies() if s.name == study]
+            match = self._study_page(name=study, limit=1).studies
             if not match:
                 raise NotFoundError(404, f"no study named {study!r}", "name")
             return Study(self, match[0].id, match[0])

@@ -67,7 +67,7 @@ def _client() -> Client:
 def check_api() -> None:
     """Check the API and the credentials once, before taking jobs: one authenticated GET with
     the retry budget. Raises AuthenticationError (401) or ServerUnavailable."""
-    _client().studies()
+    _client().request("GET", "/v1/studies", params={"limit": 1})
 
 
 #: Set by the worker process on SIGTERM (warm shutdown): finish the evaluation in progress and

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Header, Path, Request
+from fastapi import Depends, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
@@ -87,3 +87,6 @@ MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 #: Path identifiers, bounded so that no database integer type can overflow.
 StudyId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 TrialId = Annotated[int, Path(ge=1, le=2**62)]
+#: Keyset pagination of study lists: the last id of the previous page, and the page size.
+AfterId = Annotated[int, Query(ge=0, le=2**31 - 1)]
+PageSize = Annotated[int, Query(ge=1, le=1000)]

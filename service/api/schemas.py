@@ -107,7 +107,11 @@ class StudyPublic(BaseModel):
 
 
 class StudyList(BaseModel):
+    """A page of studies in id order; ``next_after`` is the ``after`` of the next page (None on
+    the last page)."""
+
     studies: list[StudyPublic]
+    next_after: int | None = None
 
 
 class SuggestRequest(BaseModel):
@@ -268,7 +272,10 @@ class StudySummary(BaseModel):
 
 
 class SummaryList(BaseModel):
+    """A page of study summaries in id order (``next_after`` as in :class:`StudyList`)."""
+
     studies: list[StudySummary]
+    next_after: int | None = None
 
 
 class StudyHistory(BaseModel):

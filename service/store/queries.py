@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import cache
@@ -350,20 +350,27 @@ def latest_batch(session: Session, study_id: int) -> Batch | None:
                            .order_by(Batch.index.desc()).limit(1)).first()
 
 
-def studies_of(session: Session, owner_id: int) -> Iterable[Study]:
-    return session.scalars(select(Study).where(Study.owner_id == owner_id,
-                                               Study.status != "deleted").order_by(Study.id))
+def studies_of(session: Session, owner_id: int, *, after: int = 0, limit: int | None = None,
+               name: str | None = None) -> list[Study]:
+    """An owner's live studies with id > ``after`` in id order (keyset pagination), at most
+    ``limit``, optionally only the one called ``name`` (the (owner, name) index)."""
+    query = select(Study).where(Study.owner_id == owner_id, Study.status != "deleted",
+                                Study.id > after)
+    if name is not None:
+        query = query.where(Study.name == name)
+    return list(session.scalars(query.order_by(Study.id).limit(limit)))
 
 
-def study_summaries(session: Session, owner_id: int) -> list[tuple]:
-    """Per study of an owner: (study, trials, completed, failed, best value).
+def study_summaries(session: Session, owner_id: int, *, after: int = 0,
+                    limit: int | None = None) -> list[tuple]:
+    """Per study of an owner (a page of :func:`studies_of`): (study, trials, completed, failed,
+    best value).
 
     ``failed`` counts failed and abandoned trials. A few index lookups per study
     (:func:`status_counts`, :func:`best_value`), never a pass over the trials.
     """
     out = []
-    for study in session.scalars(select(Study).where(
-            Study.owner_id == owner_id, Study.status != "deleted").order_by(Study.id)):
+    for study in studies_of(session, owner_id, after=after, limit=limit):
         counts = status_counts(session, study.id)
         best = best_value(session, study.id, study.spec["direction"] == "maximize")
         out.append((study, sum(counts.values()), counts["completed"],

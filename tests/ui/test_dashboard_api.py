@@ -105,7 +105,7 @@ def test_summaries_per_owner(database_url, tmp_path):
         run_trials(http, up, 8, fail_every=4)
         down_trials = run_trials(http, down, 6)
         http.headers.update(as_bob)
-        assert http.get("/v1/summaries").json() == {"studies": []}
+        assert http.get("/v1/summaries").json() == {"studies": [], "next_after": None}
         assert http.get(f"/v1/studies/{up}/history").status_code == 404
         http.headers.update(as_alice)
         rows = {r["id"]: r for r in http.get("/v1/summaries").json()["studies"]}

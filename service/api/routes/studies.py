@@ -12,7 +12,9 @@ from ...store import queries
 from ...store.database import transaction
 from ...store.models import Study
 from ..deps import (
+    AfterId,
     OwnerDep,
+    PageSize,
     ReadSessionDep,
     RuntimesDep,
     SessionDep,
@@ -80,9 +82,14 @@ def _attach(request: Request, study_id: int, owner: int, data: bytes) -> StudyPu
 
 
 @router.get("")
-def list_studies(owner: OwnerDep, session: ReadSessionDep) -> StudyList:
+def list_studies(owner: OwnerDep, session: ReadSessionDep, after: AfterId = 0,
+                 limit: PageSize = 100, name: str | None = None) -> StudyList:
+    """The caller's studies with id > ``after`` in id order, at most ``limit`` (keyset
+    pagination: follow ``next_after``), or only the one called ``name``."""
+    page = queries.studies_of(session, owner, after=after, limit=limit, name=name)
     return StudyList(studies=[studies.study_public(session, s, studies.ParameterDecoder(session, s))
-                              for s in queries.studies_of(session, owner)])
+                              for s in page],
+                     next_after=page[-1].id if len(page) == limit else None)
 
 
 @router.get("/{study_id}")

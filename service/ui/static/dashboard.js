@@ -317,7 +317,13 @@ function studiesPage() {
     });
   }
   poll(async () => {
-    rows = (await json("/v1/summaries")).studies;
+    const found = [];  // every page (keyset pagination: follow next_after)
+    for (let after = 0; after !== null;) {
+      const page = await json("/v1/summaries?limit=1000&after=" + after);
+      found.push(...page.studies);
+      after = page.next_after;
+    }
+    rows = found;
     render();
   });
 }
