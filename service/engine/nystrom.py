@@ -123,6 +123,7 @@ class NystromPosterior:
             np.add(self.residual[rows] / lam, norms[:n, 0], out=self.variance_start[rows])
             np.matmul(Zb, shift, out=self.mean[rows])
         self._ginv = np.eye(dim)
+        self._outer = np.empty((dim, dim))  # add_pending's rank-one step, one buffer per batch
         self._kernel, self._candidates = kernel, candidates
 
     @property
@@ -138,7 +139,9 @@ class NystromPosterior:
         """Hallucinate one more pull of ``arm`` (BBKB Alg. 1 line 7; Sherman-Morrison on G^-1)."""
         z = self.whitened[arm]
         u = self._ginv @ z
-        self._ginv -= np.outer(u, u) / (1.0 + z @ u)
+        step = np.multiply(u[:, None], u[None, :], out=self._outer)  # np.outer, in place
+        step /= 1.0 + z @ u
+        self._ginv -= step
 
     def covariance_start(self, arm: int) -> np.ndarray:
         """k~_start(x, x_arm) for every candidate x (BBKB Lemma 3), shape (A,).

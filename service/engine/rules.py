@@ -7,6 +7,7 @@ posterior is updated with it, and answers whether the batch closes with that arm
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Protocol
 
 import numpy as np
@@ -50,15 +51,31 @@ class LocalRule:
     def __init__(self, threshold: float) -> None:
         self.threshold = threshold
 
+    #: Bytes of the per-arm terms kept for the batch (:meth:`add`): a batch often repeats a few
+    #: arms thousands of times, and each term costs a kernel column and an A x m' product.
+    cache_bytes = 64 * 2**20
+
     def start(self, posterior: BatchPosterior) -> None:
         self._posterior = posterior
         var = posterior.variance_start
         self._inv_var = np.divide(1.0, var, out=np.zeros_like(var), where=var > 1e-300)
         self.ratio = np.zeros_like(var)
+        # arm -> its term k~_start(., x)^2 / sigma~^2_start, least recently used first: the
+        # posterior is frozen for the batch, so a repeated arm adds the same array bit for bit
+        self._terms: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._max_terms = max(1, self.cache_bytes // max(var.nbytes, 1))
 
     def add(self, arm: int) -> None:
-        g = self._posterior.covariance_start(arm)
-        self.ratio += g * g * self._inv_var
+        term = self._terms.get(arm)
+        if term is None:
+            g = self._posterior.covariance_start(arm)
+            term = g * g * self._inv_var
+            if len(self._terms) >= self._max_terms:
+                self._terms.popitem(last=False)
+            self._terms[arm] = term
+        else:
+            self._terms.move_to_end(arm)
+        self.ratio += term
 
     def closes(self, arm: int) -> str | None:
         self.add(arm)

@@ -40,8 +40,15 @@ class LazyUCB:
             self.bound[blocked] = -np.inf
         self.order = np.argsort(-self.bound, kind="stable")  # best first, ties by index
         self.next = 0  # self.order[self.next:] still hold their start-of-batch bound
-        self.touched = np.zeros(0, dtype=np.int64)  # arms refreshed at least once
+        # -bound of the arms refreshed so far, self.order[:self.next], in that order (kept in
+        # step: a step reads it in place instead of gathering the bounds of every arm refreshed)
+        self._negative = np.empty(len(self.bound))
         self.refreshed = 0  # number of UCBs recomputed in this batch (diagnostics)
+
+    @property
+    def touched(self) -> np.ndarray:
+        """Arms refreshed at least once in this batch, in the order first refreshed."""
+        return self.order[: self.next]
 
     def ucb(self, idx: np.ndarray) -> np.ndarray:
         """Exact current UCB of arms idx."""
@@ -50,21 +57,33 @@ class LazyUCB:
         return ucb if self.blocked is None else np.where(self.blocked[idx], -np.inf, ucb)
 
     def select(self, rng: np.random.Generator) -> int:
-        k, A = self.first_block, len(self.bound)
+        # Every refresh (its arms, the order of its rows, hence every bit of every UCB: a GEMM's
+        # rounding depends on the rows' order) is that of the plain form, which gathered the
+        # bounds of the touched arms, argpartitioned their negatives and concatenated arrays of
+        # that size at each step; argpartition runs on the same values in the same order here,
+        # kept in place, and the touched arms are self.order[:self.next] (never copied).
+        k, A, order, negative = self.first_block, len(self.bound), self.order, self._negative
         while True:
-            fresh = self.order[self.next : self.next + k]
-            self.next += len(fresh)
-            old = self.touched
-            if len(old) > k:
-                old = old[np.argpartition(-self.bound[old], k - 1)[:k]]
-            top = np.concatenate([old, fresh])
-            self.bound[top] = self.ucb(top)
+            n = self.next  # arms touched before this round
+            fresh = order[n : n + k]
+            self.next = n + len(fresh)
+            if n > k:
+                position = np.argpartition(negative[:n], k - 1)[:k]
+                top = np.concatenate([order[position], fresh])
+            else:
+                position = slice(0, n)
+                top = order[: self.next].copy()
+            ucb = self.ucb(top)
+            self.bound[top] = ucb
             self.refreshed += len(top)
-            self.touched = np.concatenate([self.touched, fresh])
-            bounds = self.bound[self.touched]
-            best = int(self.touched[bounds == bounds.max()].min())
+            np.negative(ucb, out=ucb)
+            negative[position] = ucb[: len(top) - len(fresh)]
+            negative[n : self.next] = ucb[len(top) - len(fresh) :]
+            touched = negative[: self.next]
+            lowest = touched.min()  # -(the best bound); ties: the lowest arm index
+            best = int(order[: self.next][touched == lowest].min())
             if self.next < A:  # the best remaining start-of-batch bound, lowest index on ties
-                rival = int(self.order[self.next])
+                rival = int(order[self.next])
                 if (self.bound[rival], -rival) > (self.bound[best], -best):
                     k = min(4 * k, A)
                     continue
