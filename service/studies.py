@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .api.schemas import StudyCreate, StudyPublic, TrialPublic
-from .engine import EngineConfig, EngineError, as_candidates
+from .engine import EngineConfig, EngineError, as_candidates, check_dimension
 from .errors import Conflict, Invalid
 from .objectives import check_objective
 from .runtime import decode_parameters
@@ -107,6 +107,10 @@ def attach_candidates(session: Session, study: Study, candidates: np.ndarray) ->
     if names is not None and len(names) != candidates.shape[1]:
         raise Invalid(f"{len(names)} parameter names for {candidates.shape[1]} columns",
                       field="parameter_names")
+    try:
+        check_dimension(EngineConfig.from_dict(study.spec["engine"]), candidates.shape[1])
+    except EngineError as exc:
+        raise Invalid(str(exc), field=f"engine.{exc.field}" if exc.field else "engine") from exc
     queries.save_candidates(session, study.id, candidates)
     study.n_candidates, study.dim, study.status = len(candidates), candidates.shape[1], "active"
 

@@ -12,11 +12,11 @@ from .config import MODES, STOPPING_RULES, STRATEGIES, EngineConfig
 from .errors import CandidateError, ConfigError, EngineError, NumericalError, SelectionError
 from .kernels import RBF, Kernel, Linear, Matern52, make_kernel
 from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Selection
-from .strategy import BatchInfo, EngineState, Strategy, as_candidates
+from .strategy import BatchInfo, EngineState, Strategy, as_candidates, check_dimension
 
 __all__ = [
     "ABANDONED", "IMPORTED", "MODES", "OBSERVED", "PENDING", "RBF", "STOPPING_RULES",
     "STRATEGIES", "SUGGESTED", "BatchInfo", "CandidateError", "ConfigError", "EngineConfig",
     "EngineError", "EngineState", "Kernel", "Linear", "Matern52", "NumericalError",
-    "SelectionError", "Selection", "Strategy", "as_candidates", "make_kernel",
+    "SelectionError", "Selection", "Strategy", "as_candidates", "check_dimension", "make_kernel",
 ]

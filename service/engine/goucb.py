@@ -152,18 +152,24 @@ class GOUCBPosterior:
         raise NotImplementedError("the local stopping rule is defined for the Nystrom posterior")
 
 
+def check_network(dim: int, hidden: int) -> None:
+    """ConfigError unless GO-UCB's network on d = ``dim`` inputs with ``hidden`` units has at
+    most MAX_NETWORK_SIZE weights (checked when candidates arrive, not at the first ask)."""
+    size = Network(dim, hidden).size
+    if size > MAX_NETWORK_SIZE:
+        raise ConfigError(f"GO-UCB's network has {size} weights at goucb_hidden = {hidden} and "
+                          f"d = {dim}; its p x p covariance allows at most {MAX_NETWORK_SIZE}: "
+                          f"lower goucb_hidden", field="goucb_hidden")
+
+
 class GOUCBModel:
     """Phase I fit and the per-batch estimates w_b of GO-UCB (cached; recomputed on restore)."""
 
     def __init__(self, candidates: np.ndarray, *, hidden: int, horizon: int, lam: float | None,
                  restarts: int) -> None:
         self.X = unit_cube(candidates)
+        check_network(self.X.shape[1], hidden)
         self.net = Network(self.X.shape[1], hidden)
-        if self.net.size > MAX_NETWORK_SIZE:
-            raise ConfigError(f"GO-UCB's network has {self.net.size} weights at goucb_hidden = "
-                              f"{hidden} and d = {self.X.shape[1]}; its p x p covariance allows "
-                              f"at most {MAX_NETWORK_SIZE}: lower goucb_hidden",
-                              field="goucb_hidden")
         self.lam = lam if lam is not None else math.sqrt(horizon) * math.log(horizon) ** 2
         self.restarts = restarts
         self.weights: dict[int, np.ndarray] = {}  # b -> w_b (0: the Phase I fit w0)

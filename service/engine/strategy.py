@@ -29,7 +29,7 @@ from .config import LITERATURE_STRATEGIES, EngineConfig
 from .dictionary import resparsify, uncertainty_sampling, warm_start_dictionary
 from .errors import CandidateError, SelectionError
 from .exact import ExactPosterior
-from .goucb import GOUCBModel
+from .goucb import GOUCBModel, check_network
 from .gssbo import GSSBOModel, ucb_beta
 from .hyperparameters import (
     FLOOR_START_RATIO,
@@ -108,6 +108,13 @@ class EngineState:
     dictionary: np.ndarray
     records: dict[str, np.ndarray] = field(default_factory=dict)
     hyperparameters: dict[str, Any] | None = None  # the batch's KernelState; None: initial
+
+
+def check_dimension(config: EngineConfig, dim: int) -> None:
+    """ConfigError if ``config`` cannot run on candidates of ``dim`` columns (GO-UCB's network
+    size, :func:`goucb.check_network`): checked when the candidates arrive, not at an ask."""
+    if config.strategy == "go-ucb":
+        check_network(dim, config.goucb_hidden)
 
 
 def as_candidates(candidates: Any) -> np.ndarray:

@@ -69,6 +69,8 @@ def test_heartbeat_keeps_a_lease_alive(database_url, tmp_path):
         assert client.get(url).json()["status"] == "running"
         wrong = client.post(f"{url}/heartbeat", json={"worker_id": "other"})
         assert wrong.status_code == 409 and wrong.json()["field"] == "worker_id"
+        bare = client.post(f"{url}/heartbeat")  # no body: any worker may extend it
+        assert bare.status_code == 200 and bare.json()["lease_expires_at"] > expiry
 
 
 def _late_study(client, max_attempts: int) -> tuple[int, object]:  # type: ignore[no-untyped-def]

@@ -207,3 +207,30 @@ def test_repeated_parameter_names_are_refused(tmp_path):
                             | body)
             assert r.status_code == 422 and r.json()["field"] == "parameter_names", r.text
             assert "['a']" in r.json()["detail"]
+
+
+def test_a_go_ucb_network_too_large_for_the_columns_is_refused_when_they_arrive(tmp_path):
+    """goucb_hidden = 1000 on 10 columns (12001 weights) was accepted, then every ask was a 422:
+    a study that could never be used. Inline candidates, a search space and an upload."""
+    engine = {"strategy": "go-ucb", "goucb_hidden": 1000}
+    wide = np.random.default_rng(0).random((30, 10))
+    space = [{"name": f"x{i}", "low": 0, "high": 1} for i in range(10)]
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        for body in ({"candidates": wide.tolist()}, {"search_space": space, "n_candidates": 30}):
+            r = client.post("/v1/studies", json={"name": "wide", "engine": engine} | body)
+            assert r.status_code == 422 and r.json()["field"] == "engine.goucb_hidden", r.text
+            assert "12001 weights" in r.json()["detail"]
+        created = client.post("/v1/studies", json={"name": "up", "engine": engine,
+                                                   "upload": True})
+        assert created.status_code == 201, created.text
+        url = f"/v1/studies/{created.json()['id']}/candidates"
+        buffer = io.BytesIO()
+        np.save(buffer, wide)
+        r = client.put(url, content=buffer.getvalue(),
+                       headers={"content-type": "application/octet-stream"})
+        assert r.status_code == 422 and r.json()["field"] == "engine.goucb_hidden", r.text
+        buffer = io.BytesIO()
+        np.save(buffer, wide[:, :2])  # 1000 * 4 + 1 weights: fits, and the study works
+        assert client.put(url, content=buffer.getvalue(),
+                          headers={"content-type": "application/octet-stream"}).status_code == 200
+        assert client.get("/v1/studies", params={"name": "wide"}).json()["studies"] == []

@@ -111,10 +111,12 @@ def _wake_dispatcher(request: Request) -> None:
 
 
 @router.post("/trials/{trial_id}/heartbeat", response_model=TrialPublic)
-def heartbeat_trial(study_id: StudyId, trial_id: TrialId, body: HeartbeatRequest, owner: OwnerDep,
-                    runtimes: RuntimesDep) -> Response:
+def heartbeat_trial(study_id: StudyId, trial_id: TrialId, owner: OwnerDep,
+                    runtimes: RuntimesDep, body: HeartbeatRequest | None = None) -> Response:
+    """Extend the trial's lease; the body (``worker_id``, checked if given) is optional."""
     return json_answer(_trial_change(runtimes, study_id, owner, trials.heartbeat,
-                                     trial_id=trial_id, worker_id=body.worker_id))
+                                     trial_id=trial_id,
+                                     worker_id=None if body is None else body.worker_id))
 
 
 def _inlined(schema: dict) -> dict:
