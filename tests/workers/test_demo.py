@@ -17,6 +17,9 @@ def test_demo_runs_end_to_end(tmp_path):
         env={**os.environ, "BBKB_PAGE_LIMIT": "25"})  # the summary must read every page
     assert result.returncode == 0, result.stderr[-3000:]
     assert "60 evaluations" in result.stdout and "regret ratio vs uniform" in result.stdout
+    found = re.search(r"best arm found: f = ([\d.]+) .* best observed value ([\d.]+)",
+                      result.stdout)
+    assert found is not None and 0.0 < float(found.group(1)) <= 1.0, result.stdout
     assert plot.exists() and plot.stat().st_size > 10_000
     redis_port = re.search(r"Redis redis://127\.0\.0\.1:(\d+)/", result.stdout).group(1)
     # workers name Redis's address on their command line; redis-server renames itself to it
