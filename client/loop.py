@@ -147,6 +147,8 @@ class _Run:
         self.bar = _Progress(progress, n, f"study {study.id}")
         self.max_outage = max_outage
         self.down_since: float | None = None
+        #: When the first attempt of the request that found the server down was sent.
+        self.failing_since = 0.0
 
     @property
     def n_done(self) -> int:
@@ -157,15 +159,18 @@ class _Run:
         until it has been so for ``max_outage`` seconds."""
         pause = max(self.study.client.backoff, 0.05)
         while True:
+            started = time.monotonic()
             try:
                 result = request(*args, **kwargs)
             except ServerUnavailable as exc:
                 now = time.monotonic()
-                self.down_since = self.down_since if self.down_since is not None else now
+                if self.down_since is None:  # max_outage counts from here: after the retries
+                    self.down_since, self.failing_since = now, started
                 if now - self.down_since >= self.max_outage:
                     raise
-                log.warning("server unavailable for %.0f s, retrying: %s",
-                            now - self.down_since, exc)
+                # since the first attempt of the first failed request, its own retries included
+                log.warning("server unavailable for %.1f s, retrying: %s",
+                            now - self.failing_since, exc)
                 time.sleep(pause)
                 pause = min(pause * 2, 10.0)
                 continue

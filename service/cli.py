@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import study_cli
+from . import logs, study_cli
 from .settings import Settings
 
 
@@ -21,9 +21,35 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ["BBKB_DATA_DIR"] = args.data_dir
     os.environ.setdefault("BBKB_LOG_FORMAT", "text")  # every app process configures its logs
     os.environ["BBKB_LOG_LEVEL"] = args.log_level
+    _check_schema()
     uvicorn.run("service.api.app:create_app", factory=True, host=args.host, port=args.port,
                 workers=args.workers, log_level=args.log_level, access_log=False)
     return 0
+
+
+def _check_schema() -> None:
+    """With BBKB_AUTO_MIGRATE off, refuse a stale schema here, in one line: inside uvicorn the
+    application factory's refusal would end in a traceback."""
+    import pydantic
+
+    try:
+        settings = Settings()
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        name = "BBKB_" + "_".join(str(part) for part in first["loc"]).upper()
+        raise SystemExit(f"bbkb serve: {name}: {first['msg']}") from None
+    if settings.auto_migrate:
+        return  # the factory upgrades it
+    from .store.database import make_engine
+    from .store.migrate import ensure_schema
+
+    engine = make_engine(str(settings.database_url), settings.database_busy_seconds)
+    try:
+        ensure_schema(engine, auto_upgrade=False)
+    except RuntimeError as exc:
+        raise SystemExit(f"bbkb serve: {exc}") from None
+    finally:
+        engine.dispose()
 
 
 def _migrate(_: argparse.Namespace) -> int:
@@ -111,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-auth", action="store_true",
                        help="single-user mode: no API keys (BBKB_AUTH=none)")
     serve.add_argument("--data-dir", help="where the default SQLite database lives")
-    serve.add_argument("--log-level", default=env("BBKB_LOG_LEVEL", "info"),
+    serve.add_argument("--log-level", type=str.lower, choices=logs.LEVELS,
+                       default=env("BBKB_LOG_LEVEL", "info"),
                        help="default: BBKB_LOG_LEVEL; BBKB_LOG_FORMAT=json for JSON lines")
     serve.set_defaults(run=_serve)
 
@@ -147,20 +174,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from . import logs
+def _quiet_stdout() -> None:
+    """After a closed pipe on stdout (``bbkb study list | head``): send what is still buffered
+    to /dev/null, so that the flush at exit prints nothing either (Python's recipe for
+    SIGPIPE, https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (captured, replaced)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``bbkb ...``: the exit code; errors end it with one line on stderr (SystemExit)."""
     settings_env = os.environ.get
-    logs.configure(settings_env("BBKB_LOG_FORMAT", "text"), settings_env("BBKB_LOG_LEVEL", "info"))
+    try:
+        logs.configure(settings_env("BBKB_LOG_FORMAT", "text"),
+                       settings_env("BBKB_LOG_LEVEL", "info"))
+    except ValueError as exc:
+        raise SystemExit(f"bbkb: BBKB_LOG_LEVEL: {exc}") from None
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
         args.rest = rest
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    if args.command == "study":
-        return study_cli.run(args)
-    return int(args.run(args))
+    try:
+        code = study_cli.run(args) if args.command == "study" else int(args.run(args))
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away: end quietly, exit 1 like Python does
+        _quiet_stdout()
+        return 1
+    return code
 
 
 if __name__ == "__main__":

@@ -15,15 +15,20 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 LogFormat = Literal["text", "json"]
+#: The levels ``configure`` (and ``bbkb serve --log-level``, BBKB_LOG_LEVEL) accepts.
+LEVELS = ("debug", "info", "warning", "error", "critical")
 
 #: Attributes every LogRecord has; anything else on a record came in through ``extra``.
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message",
                                                                              "asctime"}
+#: Extras never written: uvicorn's ``color_message`` repeats ``msg`` with terminal escape codes.
+_DROPPED = {"color_message"}
 
 
 def fields(record: logging.LogRecord) -> dict[str, Any]:
     """The ``extra`` fields of a record."""
-    return {k: v for k, v in record.__dict__.items() if k not in _STANDARD and k[0] != "_"}
+    return {k: v for k, v in record.__dict__.items()
+            if k not in _STANDARD and k not in _DROPPED and k[0] != "_"}
 
 
 class JsonFormatter(logging.Formatter):
@@ -50,8 +55,18 @@ class TextFormatter(logging.Formatter):
         return f"{line} {extra}" if extra else line
 
 
+def check_level(level: str) -> str:
+    """``level`` in lower case if it is one of :data:`LEVELS` (any case), else ValueError."""
+    if level.lower() not in LEVELS:
+        raise ValueError(f"unknown log level {level!r} (choose from {', '.join(LEVELS)})")
+    return level.lower()
+
+
 def configure(fmt: LogFormat = "text", level: str | int = "INFO") -> None:
-    """Send every log record (ours, uvicorn's, rq's) to stderr in one format."""
+    """Send every log record (ours, uvicorn's, rq's) to stderr in one format; ValueError for a
+    level name not in :data:`LEVELS`."""
+    if isinstance(level, str):
+        level = check_level(level)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()

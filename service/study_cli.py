@@ -71,12 +71,35 @@ def read_candidates(path: Path) -> tuple[np.ndarray, list[str] | None]:
         _check_names(names)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "input contained no data": refused below
-        matrix = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2, encoding="utf-8-sig",
-                            quotechar='"')
+        try:
+            matrix = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2,
+                                encoding="utf-8-sig", quotechar='"')
+        except ValueError:
+            _check_ragged(path, names)
+            raise
     if names is not None and matrix.size and matrix.shape[1] != len(names):
         raise ValueError(f"the header names {len(names)} columns, the rows have "
                          f"{matrix.shape[1]}")
     return _checked(matrix, names), names
+
+
+def _check_ragged(path: Path, names: list[str] | None) -> None:
+    """ValueError naming the first data line whose number of columns differs from the header's
+    (``names``), or from the first data line's without one; else nothing."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle, skipinitialspace=True)
+        if names is not None:
+            next(reader)
+        width, where = (len(names), "the header") if names is not None else (0, "")
+        for row in reader:
+            if not "".join(row).strip() or row[0].startswith("#"):
+                continue  # blank lines and comments, as numpy.loadtxt skips them
+            if not width:
+                width, where = len(row), f"line {reader.line_num}"
+            elif len(row) != width:
+                plural = "" if len(row) == 1 else "s"
+                raise ValueError(f"line {reader.line_num} has {len(row)} column{plural}, "
+                                 f"expected {width} as in {where}")
 
 
 def _check_names(names: list[str]) -> None:
@@ -200,7 +223,10 @@ def _best(args: argparse.Namespace) -> int:
     with _client(args) as client:
         best = _study(client, args.study).best()
     if best is None:
-        print("no completed trial yet", file=sys.stderr)
+        if args.json:
+            print("null")  # still valid JSON for a pipeline; the exit code tells it apart
+        else:
+            print("error: no completed trial yet", file=sys.stderr)
         return 1
     print(json.dumps(best.model_dump(mode="json"), indent=2) if args.json else
           f"{_value(best)}\ttrial {best.id}\tcandidate {best.candidate}\t"
@@ -212,7 +238,12 @@ def _export(args: argparse.Namespace) -> int:
     with _client(args) as client:
         study = _study(client, args.study)
         path = study.export_csv(args.output or f"study-{study.id}.csv")
-    print(f"wrote {path}", file=sys.stderr)
+    if args.json:
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = sum(1 for _ in csv.reader(handle)) - 1  # the header row is not a trial
+        print(json.dumps({"path": str(path), "rows": max(rows, 0)}))
+    else:
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -250,12 +281,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
     listing = actions.add_parser("list", parents=[common], help="every study of this key")
     listing.set_defaults(run=_list)
-    for name, run, text in (("show", _show, "status, counts, batches, best"),
-                            ("best", _best, "the best completed trial")):
-        action = actions.add_parser(name, parents=[common], help=text)
+    best_description = ("The best completed trial. Without one yet: exit 1, with 'error: no "
+                        "completed trial yet' on stderr, or 'null' on stdout with --json.")
+    for name, run, text, description in (
+            ("show", _show, "status, counts, batches, best", None),
+            ("best", _best, "the best completed trial", best_description)):
+        action = actions.add_parser(name, parents=[common], help=text, description=description)
         action.add_argument("study", help=STUDY_HELP)
         action.set_defaults(run=run)
-    export = actions.add_parser("export", parents=[common], help="every trial as CSV")
+    export = actions.add_parser("export", parents=[common], help="every trial as CSV",
+                                description="Every trial as CSV, one row per trial. With --json, "
+                                            'prints {"path": ..., "rows": ...} on stdout '
+                                            "instead of the note 'wrote PATH' on stderr.")
     export.add_argument("study", help=STUDY_HELP)
     export.add_argument("--output", "-o", help="file to write (default: study-<id>.csv)")
     export.set_defaults(run=_export)
@@ -266,6 +303,8 @@ def run(args: argparse.Namespace) -> int:
     unreachable), not a traceback."""
     try:
         return int(args.run(args))
+    except BrokenPipeError:
+        raise  # stdout closed by its reader: bbkb's main ends quietly
     except InvalidArgument as exc:
         print(f"error: {exc}", file=sys.stderr)
     except APIError as exc:

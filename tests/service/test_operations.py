@@ -27,7 +27,7 @@ def test_keys_created_by_the_command_open_the_api(tmp_path, server_factory):
     server = server_factory(env)
     assert httpx.get(f"{server.url}/v1/studies").status_code == 401
     ok = httpx.get(f"{server.url}/v1/studies", headers={"Authorization": f"Bearer {token}"})
-    assert ok.status_code == 200 and ok.json() == {"studies": []}
+    assert ok.status_code == 200 and ok.json() == {"studies": [], "next_after": None}
 
 
 def test_help_everywhere():

@@ -1,0 +1,215 @@
+"""Defects of an audit of the ``bbkb`` command and the SDK: a stale schema at ``bbkb serve``,
+invalid log levels, ``study best`` / ``export`` under --json, a closed stdout pipe, the SDK's
+outage message, ragged CSV files and uvicorn's colour codes in the logs."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from client import Client
+from service import logs
+from service.cli import build_parser, main
+from service.processes import free_port
+
+SPACE = json.dumps([{"name": "x", "low": 0, "high": 1}])
+
+
+@pytest.fixture
+def server(server_factory, tmp_path):  # type: ignore[no-untyped-def]
+    return server_factory({"BBKB_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
+                           "BBKB_AUTH": "none", "BBKB_DATA_DIR": str(tmp_path)})
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``bbkb argv`` in this process: (exit code, stdout, stderr); SystemExit is an exit."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+        if isinstance(exit_.code, str):
+            print(exit_.code, file=sys.stderr)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def bbkb_env(**changes: str | None) -> dict[str, str]:
+    """This environment without any BBKB_* variable, then ``changes`` (None removes)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BBKB_")}
+    env.update({k: v for k, v in changes.items() if v is not None})
+    return env
+
+
+def bbkb(*argv: str, env: dict[str, str], stdout: Any = subprocess.PIPE
+         ) -> subprocess.CompletedProcess[bytes]:
+    """``bbkb argv`` in a child process (a guard timeout: a started server would not end)."""
+    return subprocess.run([sys.executable, "-m", "service.cli", *argv], env=env,
+                          stdout=stdout, stderr=subprocess.PIPE, timeout=300, check=False)
+
+
+def test_serve_refuses_an_unmigrated_database_in_one_line(tmp_path: Path) -> None:
+    env = bbkb_env(BBKB_DATA_DIR=str(tmp_path / "d"), BBKB_AUTO_MIGRATE="false")
+    done = bbkb("serve", "--no-auth", "--port", str(free_port()), env=env)
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert err.startswith("bbkb serve: database schema is at None") and err.count("\n") == 1, err
+    assert "run `bbkb migrate`" in err
+
+
+def test_an_invalid_log_level_is_one_error_line(tmp_path: Path) -> None:
+    done = bbkb("--help", env=bbkb_env(BBKB_LOG_LEVEL="loud"))
+    assert done.returncode == 1 and not done.stdout
+    assert done.stderr.decode() == ("bbkb: BBKB_LOG_LEVEL: unknown log level 'loud' (choose "
+                                    "from debug, info, warning, error, critical)\n")
+
+    done = bbkb("serve", "--log-level", "loud", "--port", str(free_port()),
+                env=bbkb_env(BBKB_DATA_DIR=str(tmp_path)))
+    err = done.stderr.decode()
+    assert done.returncode == 2 and "Traceback" not in err, err
+    assert err.splitlines()[-1].startswith("bbkb serve: error: argument --log-level: invalid "
+                                           "choice: 'loud'"), err
+    # any case, as BBKB_LOG_LEVEL allows it; uvicorn only knows lower-case names
+    assert build_parser().parse_args(["serve", "--log-level", "WARNING"]).log_level == "warning"
+
+
+def test_best_without_a_completed_trial(server, capsys) -> None:
+    url = ["--url", server.url]
+    assert run(capsys, "study", "create", "s", "--search-space", SPACE, "--n-candidates", "4",
+               *url)[0] == 0
+    assert run(capsys, "study", "best", "s", *url) == (1, "", "error: no completed trial yet\n")
+    code, out, err = run(capsys, "study", "best", "s", "--json", *url)
+    assert code == 1 and json.loads(out) is None and not err
+
+
+def test_export_json_names_the_file_and_its_rows(server, capsys, tmp_path) -> None:
+    url = ["--url", server.url]
+    assert run(capsys, "study", "create", "s", "--search-space", SPACE, "--n-candidates", "8",
+               *url)[0] == 0
+    study = Client(server.url).study("s")
+    trials = study.ask("w", count=3).trials
+    study.tell(trials[0].id, 1.5, worker_id="w")
+    target = tmp_path / "out.csv"
+    code, out, err = run(capsys, "study", "export", "s", "-o", str(target), "--json", *url)
+    assert code == 0 and not err
+    assert json.loads(out) == {"path": str(target), "rows": len(trials)}
+    assert len(target.read_text().splitlines()) == len(trials) + 1
+    code, out, err = run(capsys, "study", "export", "s", "-o", str(target), *url)
+    assert code == 0 and not out and err == f"wrote {target}\n"
+
+
+def test_a_closed_stdout_ends_quietly(server) -> None:
+    with Client(server.url) as client:
+        for i in range(25):  # --json: more than one 8 KiB buffer, written before the end
+            client.create_study(f"study-{i}", search_space=json.loads(SPACE), n_candidates=3)
+    reader, writer = os.pipe()
+    os.close(reader)  # every write to the pipe fails (EPIPE)
+    try:
+        for extra in ([], ["--json"]):
+            done = bbkb("study", "list", "--url", server.url, *extra, env=bbkb_env(),
+                        stdout=writer)
+            assert done.returncode == 1 and done.stderr == b"", (extra, done.stderr)
+    finally:
+        os.close(writer)
+
+
+class FakeTime:
+    """``time`` for the SDK: a clock that only ``sleep`` moves, recording every sleep."""
+
+    def __init__(self) -> None:
+        self.now, self.sleeps = 1000.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+class RefuseAsks(httpx.BaseTransport):
+    """The real server, except that the first ``n`` asks for trials find it down."""
+
+    def __init__(self, n: int) -> None:
+        self.inner, self.left = httpx.HTTPTransport(), n
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/suggestions") and self.left > 0:
+            self.left -= 1
+            raise httpx.ConnectError("connection refused", request=request)
+        return self.inner.handle_request(request)
+
+
+def test_optimize_logs_the_true_length_of_an_outage(server, monkeypatch, caplog) -> None:
+    clock = FakeTime()
+    for module in ("client.client", "client.loop"):
+        monkeypatch.setattr(importlib.import_module(module), "time", clock)
+    retries = 5
+    with httpx.Client(transport=RefuseAsks(retries + 1), base_url=server.url) as http:
+        sdk = Client(http=http, retries=retries, backoff=1.0)
+        study = sdk.create_study("s", search_space=json.loads(SPACE), n_candidates=8)
+        with caplog.at_level(logging.WARNING, logger="bbkb.client"):
+            result = study.optimize(lambda x: x, 1, n_workers=1, progress=False)
+    assert result.n_completed == 1
+    [record] = [r for r in caplog.records if r.getMessage().startswith("server unavailable")]
+    client_waits = sum(clock.sleeps[:retries])  # the client's backoff between its 6 attempts
+    assert client_waits > 0 and record.args[0] == pytest.approx(client_waits)
+    assert record.getMessage().startswith(f"server unavailable for {client_waits:.1f} s, ")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a,b\n1,2\n\n1,2,3\n", "line 4 has 3 columns, expected 2 as in the header"),
+    ("1,2\n3,4\n5\n", "line 3 has 1 column, expected 2 as in line 1"),
+])
+def test_a_ragged_csv_names_the_line(tmp_path, capsys, text, expected) -> None:
+    path = tmp_path / "ragged.csv"
+    path.write_text(text)
+    code, out, err = run(capsys, "study", "create", "s", "--candidates", str(path),
+                         "--url", "http://127.0.0.1:9")
+    assert (code, out) == (1, "")
+    assert err == f"error: cannot read candidates from {path}: {expected}\n"
+
+
+def test_logs_drop_uvicorn_color_message(tmp_path) -> None:
+    record = logging.LogRecord("uvicorn.error", logging.INFO, "", 0, "running on %s", ("x",),
+                               None)
+    record.color_message, record.study_id = "running on \x1b[1m%s\x1b[0m", 3
+    assert logs.TextFormatter().format(record).endswith(" running on x study_id=3")
+    assert "color_message" not in json.loads(logs.JsonFormatter().format(record))
+
+    port = free_port()
+    log_file = tmp_path / "serve.log"
+    with log_file.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--no-auth",
+                                 "--port", str(port)], stderr=out,
+                                env=bbkb_env(BBKB_DATA_DIR=str(tmp_path / "d")))
+        try:
+            for _ in range(1200):  # a guard: at most a minute or so
+                if proc.poll() is not None or _ready(f"http://127.0.0.1:{port}"):
+                    break
+                time.sleep(0.05)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    text = log_file.read_text()
+    assert "Uvicorn running on" in text, text
+    assert "color_message" not in text and "\x1b" not in text, text
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
