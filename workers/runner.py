@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -102,13 +103,15 @@ def stop(children: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> 
             child.wait()
 
 
-def supervise(children: Sequence[subprocess.Popen[bytes]], poll: float = 0.2) -> int:
+def supervise(children: Sequence[subprocess.Popen[bytes]], poll: float = 0.2,
+              stopping: threading.Event | None = None) -> int:
     """Wait for the children: 0 once all exited with 0; on a child's abnormal exit, say which,
-    stop the others and return 1."""
+    stop the others and return 1. Once ``stopping`` is set (the parent was told to stop and
+    stopped them), how the children end is not a failure: 0 once all have exited."""
     while True:
         for number, child in enumerate(children, 1):
             code = child.poll()
-            if code:
+            if code and not (stopping is not None and stopping.is_set()):
                 how = (f"was killed by {signal.Signals(-code).name}" if code < 0
                        else f"exited with code {code}")
                 print(f"bbkb worker: worker process {number} of {len(children)} (pid "
@@ -140,9 +143,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         return 0
     children = spawn(args.redis_url, args.processes, burst=args.burst)
-    signal.signal(signal.SIGTERM, lambda *_: stop(children))
+    stopping = threading.Event()
+
+    def terminate(*_: object) -> None:  # a child still in its start-up checks dies of SIGTERM
+        stopping.set()
+        stop(children)
+
+    signal.signal(signal.SIGTERM, terminate)
     try:
-        return supervise(children)
+        return supervise(children, stopping=stopping)
     except KeyboardInterrupt:
         stop(children)
     return 0

@@ -224,3 +224,22 @@ def test_a_signal_name_is_reported_for_a_killed_child(capsys):
     assert other.poll() is not None  # the other was stopped
     err = capsys.readouterr().err
     assert f"worker process 1 of 2 (pid {child.pid}) was killed by SIGTERM" in err
+
+
+def test_sigterm_during_the_start_up_checks_is_a_clean_stop():
+    """Children still checking the API (here: for its whole retry budget) die of the SIGTERM
+    their parent passes on; that was reported as 'worker process 1 was killed', exit 1."""
+    redis = RedisProcess().start()
+    try:
+        parent = _worker(redis.url, "-n", "2", BBKB_URL=f"http://127.0.0.1:{free_port()}",
+                         BBKB_WORKER_RETRY_SECONDS="60")
+        children = _until(lambda: len(psutil.Process(parent.pid).children()) == 2
+                          and psutil.Process(parent.pid).children(), 30, "two children started")
+        time.sleep(1.0)  # they are past the Redis ping, retrying the API
+        assert all(child.is_running() for child in children)
+        parent.send_signal(signal.SIGTERM)
+        code, err = _exit(parent)
+    finally:
+        redis.stop()
+    assert code == 0 and "killed" not in err and "Traceback" not in err, err
+    assert not any(psutil.pid_exists(child.pid) for child in children)
