@@ -194,7 +194,8 @@ class Client:
         ``fetch=False`` skips the request for an id (a worker that only asks and tells).
         """
         if isinstance(study, str):
-            match = self._study_page(name=study, limit=1).studies
+            match = [s for s in self._study_page(name=study, limit=1).studies
+                     if s.name == study]  # a server without the name filter lists them all
             if not match:
                 raise NotFoundError(404, f"no study named {study!r}", "name")
             return Study(self, match[0].id, match[0])

@@ -79,7 +79,10 @@ class LocalRule:
 
     def closes(self, arm: int) -> str | None:
         self.add(arm)
-        return "local" if 1.0 + self.ratio.max() > self.threshold else None
+        if 1.0 + self.ratio.max() > self.threshold:
+            self._terms.clear()  # the batch is over: no memory kept while the study is cached
+            return "local"
+        return None
 
 
 class CombinedRule:
