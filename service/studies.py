@@ -23,12 +23,17 @@ from .store import queries
 from .store.models import Batch, Study, Trial
 
 
+def engine_invalid(exc: EngineError) -> Invalid:
+    """A 422 for an engine config the engine refused, its field under ``engine``."""
+    return Invalid(str(exc), field=f"engine.{exc.field}" if exc.field else "engine")
+
+
 def build_spec(request: StudyCreate, dim: int | None) -> dict[str, Any]:
     """The stored study spec; the engine config is validated here (errors name the field)."""
     try:
         config = EngineConfig.from_dict(request.engine)
     except EngineError as exc:
-        raise Invalid(str(exc), field=f"engine.{exc.field}" if exc.field else "engine") from exc
+        raise engine_invalid(exc) from exc
     if request.search_space is not None:
         parameters: dict[str, Any] = {
             "kind": "space", "space": [p.model_dump() for p in request.search_space]}
@@ -110,7 +115,7 @@ def attach_candidates(session: Session, study: Study, candidates: np.ndarray) ->
     try:
         check_dimension(EngineConfig.from_dict(study.spec["engine"]), candidates.shape[1])
     except EngineError as exc:
-        raise Invalid(str(exc), field=f"engine.{exc.field}" if exc.field else "engine") from exc
+        raise engine_invalid(exc) from exc
     queries.save_candidates(session, study.id, candidates)
     study.n_candidates, study.dim, study.status = len(candidates), candidates.shape[1], "active"
 
