@@ -30,16 +30,16 @@ def _serve(args: argparse.Namespace) -> int:
 def _check_schema() -> None:
     """With BBKB_AUTO_MIGRATE off, refuse a stale schema here, in one line: inside uvicorn the
     application factory's refusal would end in a traceback."""
-    import pydantic
+    from sqlalchemy.engine import make_url
 
-    try:
-        settings = Settings()
-    except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        name = "BBKB_" + "_".join(str(part) for part in first["loc"]).upper()
-        raise SystemExit(f"bbkb serve: {name}: {first['msg']}") from None
+    settings = Settings()
     if settings.auto_migrate:
         return  # the factory upgrades it
+    url = make_url(str(settings.database_url))
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        if not Path(url.database).exists():  # connecting would create it, only to refuse it
+            raise SystemExit(f"bbkb serve: no database at {url.database}: run `bbkb migrate`"
+                             " first (or set BBKB_AUTO_MIGRATE=true)")
     from .store.database import make_engine
     from .store.migrate import ensure_schema
 
@@ -202,12 +202,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        code = study_cli.run(args) if args.command == "study" else int(args.run(args))
+        code = study_cli.run(args) if args.command == "study" else _run(args)
         sys.stdout.flush()
-    except BrokenPipeError:  # the reader went away: end quietly, exit 1 like Python does
-        _quiet_stdout()
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise  # a socket or another pipe, not the reader of our output
+        _quiet_stdout()  # the reader went away: end quietly, exit 1 like Python does
         return 1
     return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    """A command other than ``study``; a bad ``BBKB_*`` setting or a database that cannot be
+    reached ends it with one line, not a traceback."""
+    import pydantic
+    from sqlalchemy.exc import OperationalError
+
+    from client.errors import invalid_argument
+
+    try:
+        return int(args.run(args))
+    except pydantic.ValidationError as exc:
+        error = invalid_argument(exc)
+        name = "BBKB_" + (error.field or "").replace(".", "_").upper()
+        raise SystemExit(f"bbkb {args.command}: {name}: {error.detail}") from None
+    except OperationalError as exc:
+        reason = str(exc.orig or exc).strip().splitlines()[0]
+        raise SystemExit(f"bbkb {args.command}: cannot use the database: {reason}") from None
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on its end)."""
+    import select
+
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (captured, replaced)
+        return False
+    poller = select.poll()
+    poller.register(descriptor, select.POLLOUT)
+    return any(event & select.POLLERR for _, event in poller.poll(0))
 
 
 if __name__ == "__main__":

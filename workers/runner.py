@@ -106,9 +106,13 @@ def stop(children: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> 
 def supervise(children: Sequence[subprocess.Popen[bytes]], poll: float = 0.2,
               stopping: threading.Event | None = None) -> int:
     """Wait for the children: 0 once all exited with 0; on a child's abnormal exit, say which,
-    stop the others and return 1. Once ``stopping`` is set (the parent was told to stop and
-    stopped them), how the children end is not a failure: 0 once all have exited."""
+    stop the others and return 1. Once ``stopping`` is set (by the SIGTERM handler, which does
+    nothing else: waiting on children inside a signal handler can deadlock), stop them all and
+    return 0: how they end is then not a failure."""
     while True:
+        if stopping is not None and stopping.is_set():
+            stop(children)
+            return 0
         for number, child in enumerate(children, 1):
             code = child.poll()
             if code and not (stopping is not None and stopping.is_set()):
@@ -145,9 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     children = spawn(args.redis_url, args.processes, burst=args.burst)
     stopping = threading.Event()
 
-    def terminate(*_: object) -> None:  # a child still in its start-up checks dies of SIGTERM
-        stopping.set()
-        stop(children)
+    def terminate(*_: object) -> None:  # supervise stops the children (a child still in its
+        stopping.set()                    # start-up checks dies of SIGTERM: not a failure)
 
     signal.signal(signal.SIGTERM, terminate)
     try:

@@ -8,6 +8,7 @@ import importlib
 import json
 import logging
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -58,12 +59,36 @@ def bbkb(*argv: str, env: dict[str, str], stdout: Any = subprocess.PIPE
 
 
 def test_serve_refuses_an_unmigrated_database_in_one_line(tmp_path: Path) -> None:
-    env = bbkb_env(BBKB_DATA_DIR=str(tmp_path / "d"), BBKB_AUTO_MIGRATE="false")
+    database = tmp_path / "bbkb.db"
+    env = bbkb_env(BBKB_DATABASE_URL=f"sqlite:///{database}", BBKB_AUTO_MIGRATE="false")
+    done = bbkb("serve", "--no-auth", "--port", str(free_port()), env=env)
+    err = done.stderr.decode()
+    assert done.returncode == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"bbkb serve: no database at {database}: run `bbkb migrate`"), err
+    assert not database.exists()  # refused without creating an empty file
+
+    sqlite3.connect(database).close()  # an empty database: no schema yet
     done = bbkb("serve", "--no-auth", "--port", str(free_port()), env=env)
     err = done.stderr.decode()
     assert done.returncode == 1, err
     assert err.startswith("bbkb serve: database schema is at None") and err.count("\n") == 1, err
     assert "run `bbkb migrate`" in err
+
+
+@pytest.mark.parametrize("command", [["migrate"], ["keys", "create", "--owner", "o"],
+                                     ["serve", "--port", "0"]])
+def test_bad_settings_and_an_unreachable_database_are_one_line(command: list[str]) -> None:
+    unreachable = f"postgresql+psycopg://bbkb:x@127.0.0.1:{free_port()}/bbkb"
+    done = bbkb(*command, env=bbkb_env(BBKB_DATABASE_URL=unreachable,
+                                       BBKB_AUTO_MIGRATE="false"))
+    err = done.stderr.decode()
+    assert done.returncode == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"bbkb {command[0]}: cannot use the database: "), err
+
+    done = bbkb(*command, env=bbkb_env(BBKB_DATABASE_BUSY_SECONDS="-3"))
+    assert done.returncode == 1
+    assert done.stderr.decode() == (f"bbkb {command[0]}: BBKB_DATABASE_BUSY_SECONDS: Input "
+                                    "should be greater than 0; got '-3'\n")
 
 
 def test_an_invalid_log_level_is_one_error_line(tmp_path: Path) -> None:

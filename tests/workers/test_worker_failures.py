@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -224,6 +225,17 @@ def test_a_signal_name_is_reported_for_a_killed_child(capsys):
     assert other.poll() is not None  # the other was stopped
     err = capsys.readouterr().err
     assert f"worker process 1 of 2 (pid {child.pid}) was killed by SIGTERM" in err
+
+
+def test_a_set_stopping_event_stops_the_children_from_the_loop():
+    """The SIGTERM handler only sets ``stopping``; supervise() then stops the running children
+    itself (waiting on them inside a signal handler could deadlock) and returns 0."""
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                for _ in range(2)]
+    stopping = threading.Event()
+    stopping.set()
+    assert runner.supervise(children, poll=0.05, stopping=stopping) == 0
+    assert [child.returncode for child in children] == [-signal.SIGTERM] * 2
 
 
 def test_sigterm_during_the_start_up_checks_is_a_clean_stop():

@@ -89,7 +89,7 @@ def list_studies(owner: OwnerDep, session: ReadSessionDep, after: AfterId = 0,
     page = queries.studies_of(session, owner, after=after, limit=limit, name=name)
     return StudyList(studies=[studies.study_public(session, s, studies.ParameterDecoder(session, s))
                               for s in page],
-                     next_after=page[-1].id if len(page) == limit else None)
+                     next_after=page[-1].id if len(page) == limit and name is None else None)
 
 
 @router.get("/{study_id}")
