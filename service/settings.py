@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .logs import check_level
 
 
 class Settings(BaseSettings):
@@ -27,7 +29,8 @@ class Settings(BaseSettings):
     max_json_bytes: int = Field(default=256 * 1024**2, gt=0)
     auto_migrate: bool = Field(
         default=True, description="Upgrade the schema at start-up (off: refuse a stale one).")
-    page_limit: int = Field(default=1000, gt=0)
+    page_limit: int = Field(
+        default=1000, gt=0, description="The largest page of trials or studies a list answers.")
     cached_studies: int = Field(
         default=16, gt=0, description="Study engines a server process keeps in memory (least "
         "recently used evicted; an evicted study is rebuilt from the database at its next use).")
@@ -41,7 +44,7 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] | None = Field(
         default=None, description="Configure logging at start-up: 'json' = one JSON object per "
                                   "line; unset: leave logging to the host process.")
-    log_level: str = Field(default="info", pattern=r"(?i)^(debug|info|warning|error|critical)$")
+    log_level: Annotated[str, AfterValidator(check_level)] = "info"
 
     @model_validator(mode="after")
     def _default_database(self) -> Settings:

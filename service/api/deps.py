@@ -87,6 +87,7 @@ MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 #: Path identifiers, bounded so that no database integer type can overflow.
 StudyId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 TrialId = Annotated[int, Path(ge=1, le=2**62)]
-#: Keyset pagination of study lists: the last id of the previous page, and the page size.
+#: Keyset pagination of study lists: the last id of the previous page, and the page size
+#: asked for (a list answers at most ``BBKB_PAGE_LIMIT``, as the trials' list does).
 AfterId = Annotated[int, Query(ge=0, le=2**31 - 1)]
-PageSize = Annotated[int, Query(ge=1, le=1000)]
+PageSize = Annotated[int, Query(ge=1, le=10_000)]

@@ -102,13 +102,32 @@ def test_rank_one_step_in_place_equals_the_outer_product_form():
 
 
 ROOMY = LocalRule.cache_bytes
+TERM = 600 * 8  # bytes of one arm's term at A = 600 (_posterior)
 
 
-@pytest.mark.parametrize("cache_bytes", [ROOMY, 0, 2 * 600 * 8])
-def test_local_rule_terms_are_computed_once_per_arm_and_add_up_identically(cache_bytes,
-                                                                            monkeypatch):
-    """The kept terms (even with room for one or two arms only) give the same ratio, bit for
-    bit, with one covariance column per distinct arm when they all fit."""
+def _lru_misses(arms: list[int], capacity: int) -> tuple[list[bool], list[list[int]]]:
+    """Per add: whether a least-recently-used cache of ``capacity`` arms misses; and the arms
+    it holds afterwards, least recently used first."""
+    held: list[int] = []
+    misses, contents = [], []
+    for arm in arms:
+        misses.append(arm not in held)
+        if arm in held:
+            held.remove(arm)
+        elif len(held) >= capacity:
+            held.pop(0)
+        held.append(arm)
+        contents.append(list(held))
+    return misses, contents
+
+
+@pytest.mark.parametrize(("cache_bytes", "capacity"), [(ROOMY, 3), (0, 1), (2 * TERM, 2),
+                                                       (3 * TERM - 1, 2), (3 * TERM, 3)])
+def test_local_rule_terms_stay_within_the_budget_and_add_up_identically(cache_bytes, capacity,
+                                                                        monkeypatch):
+    """The kept terms never exceed the budget (one arm's term at least), the least recently
+    used is evicted first, a covariance column is computed exactly on a miss, and the ratio
+    equals the uncached form's bit for bit after every add, evictions included."""
     post = _posterior(5)
     calls: list[int] = []
     column = post.covariance_start
@@ -123,30 +142,58 @@ def test_local_rule_terms_are_computed_once_per_arm_and_add_up_identically(cache
     rule.start(post)
     plain.start(post)
     arms = [7, 7, 7, 90, 7, 90, 301, 7, 301, 301, 90] * 5
-    calls.clear()
-    for arm in arms:
+    misses, contents = _lru_misses(arms, capacity)
+    if capacity < 3:
+        assert sum(misses) > 3  # the sequence does evict (and re-compute) at this budget
+    for step, arm in enumerate(arms):
+        calls.clear()
         rule.add(arm)
-    rule_calls = len(calls)
-    for arm in arms:
+        assert calls == ([arm] if misses[step] else []), step
+        assert list(rule._terms) == contents[step], step
+        kept = sum(term.nbytes for term in rule._terms.values())
+        assert kept <= max(cache_bytes, TERM) and len(rule._terms) <= capacity, step
         plain.add(arm)
-    np.testing.assert_array_equal(rule.ratio, plain.ratio)
-    if cache_bytes == ROOMY:
-        assert rule_calls == len(set(arms))
-    assert rule_calls <= len(arms)
+        np.testing.assert_array_equal(rule.ratio, plain.ratio)
+    closed = next((step for step in range(10_000) if rule.closes(7) is not None), None)
+    assert closed is not None and not rule._terms  # the batch closing frees the terms
 
 
-@pytest.mark.parametrize("rule", ["local", "combined"])
-def test_strategies_with_the_plain_components_propose_the_same_arms(rule, monkeypatch):
+class _WatchedLocalRule(LocalRule):
+    """The engine's local rule, counting its cache hits and evictions and checking, at every
+    add, that the kept terms stay within ``cache_bytes`` (one arm's term at least)."""
+
+    hits = evictions = 0
+
+    def add(self, arm: int) -> None:
+        full = len(self._terms) >= max(1, self.cache_bytes // max(self.ratio.nbytes, 1))
+        if arm in self._terms:
+            _WatchedLocalRule.hits += 1
+        elif full:
+            _WatchedLocalRule.evictions += 1
+        super().add(arm)
+        kept = sum(term.nbytes for term in self._terms.values())
+        assert kept <= max(self.cache_bytes, self.ratio.nbytes)
+
+
+@pytest.mark.parametrize(("rule", "cache_bytes"), [("local", ROOMY), ("combined", ROOMY),
+                                                   ("local", 2 * 500 * 8), ("combined", 0)])
+def test_strategies_with_the_plain_components_propose_the_same_arms(rule, cache_bytes,
+                                                                    monkeypatch):
     """Whole runs (several batches, UCB settling on repeated arms) with the plain selector and
-    rule in place of the engine's: identical selections and batch boundaries."""
+    rule in place of the engine's: identical selections and batch boundaries, also when the
+    local rule's budget holds one or two arms' terms and evicts all along."""
     X, f = smooth_problem(n=500, d=2, seed=3)
+    monkeypatch.setattr(LocalRule, "cache_bytes", cache_bytes)
+    monkeypatch.setattr(_WatchedLocalRule, "hits", 0)
+    monkeypatch.setattr(_WatchedLocalRule, "evictions", 0)
 
     def run(plain: bool) -> tuple[list[tuple[int, int, float]], list[tuple[int, str | None]]]:
         with monkeypatch.context() as patch:
+            local = _PlainLocalRule if plain else _WatchedLocalRule
             if plain:
                 patch.setattr("service.engine.strategy.LazyUCB", _PlainLazyUCB)
-                patch.setattr("service.engine.strategy.LocalRule", _PlainLocalRule)
-                patch.setattr("service.engine.rules.LocalRule", _PlainLocalRule)
+            patch.setattr("service.engine.strategy.LocalRule", local)
+            patch.setattr("service.engine.rules.LocalRule", local)
             strategy = Strategy(X, stopping_rule=rule, explore=0.5, seed=2)
             out = []
             for _ in range(6):
@@ -157,3 +204,6 @@ def test_strategies_with_the_plain_components_propose_the_same_arms(rule, monkey
             return out, [(b.size, b.stop_reason) for b in strategy.batches]
 
     assert run(plain=False) == run(plain=True)
+    assert _WatchedLocalRule.hits > 0  # the kept terms were used...
+    if cache_bytes != ROOMY:
+        assert _WatchedLocalRule.evictions > 0  # ...and, on a small budget, evicted

@@ -46,14 +46,23 @@ def test_pages_names_and_owners(database_url, tmp_path):
             default = http.get(url).json()
             assert [s["id"] for s in default["studies"]] == live and \
                 default["next_after"] is None, url
-            for bad in ({"limit": 0}, {"limit": 1001}, {"after": -1}, {"after": "x"}):
+            for bad in ({"limit": 0}, {"limit": 10_001}, {"after": -1}, {"after": "x"}):
                 answer = http.get(url, params=bad)
                 assert answer.status_code == 422 and answer.json()["field"], (url, bad)
-        named = http.get("/v1/studies", params={"name": "s2"}).json()["studies"]
-        assert [s["id"] for s in named] == [ids[2]] and theirs not in ids
+        for limit in (1, 2, 100):  # a name lookup is one answer: never a next page
+            named = http.get("/v1/studies", params={"name": "s2", "limit": limit}).json()
+            assert [s["id"] for s in named["studies"]] == [ids[2]] \
+                and named["next_after"] is None, limit  # not bob's "s2"
         for missing in ("s3", "nope", "", "x" * 300):  # s3 is deleted
             assert http.get("/v1/studies", params={"name": missing}).json() == {
                 "studies": [], "next_after": None}, missing
+        http.headers["Authorization"] = f"Bearer {bob}"
+        for i in range(7):  # alice's names: bob finds none of her studies, only his own "s2"
+            for limit in (1, 100):
+                named = http.get("/v1/studies", params={"name": f"s{i}", "limit": limit}).json()
+                assert [s["id"] for s in named["studies"]] == ([theirs] if i == 2 else []) \
+                    and named["next_after"] is None, (i, limit)
+        assert _pages(http, "/v1/studies", 1) == ([theirs], 2)
 
 
 def test_sdk_lists_every_page_and_finds_by_name(database_url, tmp_path):
@@ -66,3 +75,15 @@ def test_sdk_lists_every_page_and_finds_by_name(database_url, tmp_path):
         for missing in ("study-9", ""):
             with pytest.raises(NotFoundError, match="no study named"):
                 sdk.study(missing)
+
+
+def test_pages_are_cut_to_the_page_limit(database_url, tmp_path):
+    """A ``limit`` above ``BBKB_PAGE_LIMIT`` is cut to it (as for trials), and the pages still
+    chain: ``next_after`` follows the page actually answered."""
+    with app_client(database_url, tmp_path, page_limit=3) as http:
+        ids = [create_study(http, name=f"s{i}")["id"] for i in range(5)]
+        for url in ("/v1/studies", "/v1/summaries"):
+            first = http.get(url, params={"limit": 1000}).json()
+            assert [s["id"] for s in first["studies"]] == ids[:3], url
+            assert first["next_after"] == ids[2], url
+            assert _pages(http, url, 1000) == (ids, 2), url

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from ...store import queries
 from ...store.models import Study
 from ...ui.optimum import noiseless_values
-from ..deps import AfterId, OwnerDep, PageSize, ReadSessionDep, StudyId
+from ..deps import AfterId, OwnerDep, PageSize, ReadSessionDep, SettingsDep, StudyId
 from ..schemas import StudyHistory, StudySummary, SummaryList
 from .studies import owned
 
@@ -21,10 +21,11 @@ VALUES_CACHE_SIZE = 16
 
 
 @router.get("/summaries")
-def list_summaries(owner: OwnerDep, session: ReadSessionDep, after: AfterId = 0,
-                   limit: PageSize = 100) -> SummaryList:
+def list_summaries(owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep,
+                   after: AfterId = 0, limit: PageSize = 100) -> SummaryList:
     """The caller's studies with counts, best value and last activity, a page at a time as in
     ``GET /v1/studies`` (a few index lookups per study)."""
+    limit = min(limit, settings.page_limit)
     rows = []
     page = queries.study_summaries(session, owner, after=after, limit=limit)
     for study, n, completed, failed, best in page:

@@ -82,10 +82,12 @@ def _attach(request: Request, study_id: int, owner: int, data: bytes) -> StudyPu
 
 
 @router.get("")
-def list_studies(owner: OwnerDep, session: ReadSessionDep, after: AfterId = 0,
-                 limit: PageSize = 100, name: str | None = None) -> StudyList:
-    """The caller's studies with id > ``after`` in id order, at most ``limit`` (keyset
-    pagination: follow ``next_after``), or only the one called ``name``."""
+def list_studies(owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep,
+                 after: AfterId = 0, limit: PageSize = 100, name: str | None = None) -> StudyList:
+    """The caller's studies with id > ``after`` in id order, at most ``limit`` (and
+    ``BBKB_PAGE_LIMIT``; keyset pagination: follow ``next_after``), or only the one called
+    ``name``."""
+    limit = min(limit, settings.page_limit)
     page = queries.studies_of(session, owner, after=after, limit=limit, name=name)
     return StudyList(studies=[studies.study_public(session, s, studies.ParameterDecoder(session, s))
                               for s in page],
