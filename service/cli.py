@@ -36,7 +36,8 @@ def _check_schema() -> None:
     if settings.auto_migrate:
         return  # the factory upgrades it
     url = make_url(str(settings.database_url))
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+    file = url.database not in (None, "", ":memory:") and not url.query.get("uri")
+    if url.get_backend_name() == "sqlite" and file and not url.database.startswith("file:"):
         if not Path(url.database).exists():  # connecting would create it, only to refuse it
             raise SystemExit(f"bbkb serve: no database at {url.database}: run `bbkb migrate`"
                              " first (or set BBKB_AUTO_MIGRATE=true)")
@@ -223,6 +224,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.run(args))
     except pydantic.ValidationError as exc:
+        if exc.title != "Settings":
+            raise  # not a setting (the demo's client reading an answer, say)
         error = invalid_argument(exc)
         name = "BBKB_" + (error.field or "").replace(".", "_").upper()
         raise SystemExit(f"bbkb {args.command}: {name}: {error.detail}") from None
@@ -232,16 +235,20 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _stdout_closed() -> bool:
-    """Whether stdout is a pipe whose reader has gone (poll reports an error on its end)."""
+    """Whether stdout's reader has gone: poll reports an error (a Linux pipe) or a hang-up (a
+    socket, a BSD pipe) on it."""
     import select
 
     try:
         descriptor = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):  # not a file (captured, replaced)
         return False
+    if not hasattr(select, "poll"):  # Windows
+        return True
     poller = select.poll()
     poller.register(descriptor, select.POLLOUT)
-    return any(event & select.POLLERR for _, event in poller.poll(0))
+    gone = select.POLLERR | select.POLLHUP
+    return any(event & gone for _, event in poller.poll(0))
 
 
 if __name__ == "__main__":

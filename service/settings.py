@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from .logs import check_level
 
@@ -45,6 +47,17 @@ class Settings(BaseSettings):
         default=None, description="Configure logging at start-up: 'json' = one JSON object per "
                                   "line; unset: leave logging to the host process.")
     log_level: Annotated[str, AfterValidator(check_level)] = "info"
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, url: str | None) -> str | None:
+        """A URL SQLAlchemy can use (a dialect it knows), refused here rather than at connect."""
+        if url is not None:
+            try:
+                make_url(url).get_dialect()
+            except (ArgumentError, NoSuchModuleError) as exc:
+                raise ValueError(f"not a database URL SQLAlchemy can use: {exc}") from None
+        return url
 
     @model_validator(mode="after")
     def _default_database(self) -> Settings:

@@ -15,13 +15,14 @@ as one of its worker processes exits abnormally (the others are stopped warm).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -91,24 +92,42 @@ def spawn(redis_url: str, processes: int, env: dict[str, str] | None = None,
 
 
 def stop(children: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
-    """SIGTERM to the running children (a warm shutdown), SIGKILL after ``timeout`` seconds."""
+    """SIGTERM to the running children (a warm shutdown), SIGKILL to those still running
+    ``timeout`` seconds later (one deadline for all)."""
     for child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
     for child in children:
         try:
-            child.wait(timeout=timeout)
+            child.wait(timeout=max(deadline - time.monotonic(), 0.0))
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
 
 
+def on_sigterm(children: Sequence[subprocess.Popen[bytes]], stopping: threading.Event
+               ) -> Callable[..., None]:
+    """The parent's SIGTERM handler. The first signal only sets ``stopping`` (supervise then
+    stops the children: waiting on them inside a handler can deadlock); a second one passes a
+    SIGTERM on to the running children at once (RQ's cold shutdown), without waiting."""
+
+    def handler(*_: object) -> None:
+        if stopping.is_set():
+            for child in children:
+                if child.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(child.pid, signal.SIGTERM)
+        stopping.set()
+
+    return handler
+
+
 def supervise(children: Sequence[subprocess.Popen[bytes]], poll: float = 0.2,
               stopping: threading.Event | None = None) -> int:
     """Wait for the children: 0 once all exited with 0; on a child's abnormal exit, say which,
-    stop the others and return 1. Once ``stopping`` is set (by the SIGTERM handler, which does
-    nothing else: waiting on children inside a signal handler can deadlock), stop them all and
-    return 0: how they end is then not a failure."""
+    stop the others and return 1. Once ``stopping`` is set (by :func:`on_sigterm`), stop them
+    all and return 0: how they end is then not a failure."""
     while True:
         if stopping is not None and stopping.is_set():
             stop(children)
@@ -147,12 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         return 0
     children = spawn(args.redis_url, args.processes, burst=args.burst)
-    stopping = threading.Event()
-
-    def terminate(*_: object) -> None:  # supervise stops the children (a child still in its
-        stopping.set()                    # start-up checks dies of SIGTERM: not a failure)
-
-    signal.signal(signal.SIGTERM, terminate)
+    stopping = threading.Event()  # a child still in its start-up checks dies of the SIGTERM
+    signal.signal(signal.SIGTERM, on_sigterm(children, stopping))  # passed on: not a failure
     try:
         return supervise(children, stopping=stopping)
     except KeyboardInterrupt:

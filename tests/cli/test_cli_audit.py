@@ -8,6 +8,7 @@ import importlib
 import json
 import logging
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -68,11 +69,15 @@ def test_serve_refuses_an_unmigrated_database_in_one_line(tmp_path: Path) -> Non
     assert not database.exists()  # refused without creating an empty file
 
     sqlite3.connect(database).close()  # an empty database: no schema yet
-    done = bbkb("serve", "--no-auth", "--port", str(free_port()), env=env)
-    err = done.stderr.decode()
-    assert done.returncode == 1, err
-    assert err.startswith("bbkb serve: database schema is at None") and err.count("\n") == 1, err
-    assert "run `bbkb migrate`" in err
+    as_uri = f"sqlite:///file:{database}?mode=ro&uri=true"  # SQLite's URI form: not a path
+    for url in (f"sqlite:///{database}", as_uri):
+        done = bbkb("serve", "--no-auth", "--port", str(free_port()),
+                    env=env | {"BBKB_DATABASE_URL": url})
+        err = done.stderr.decode()
+        assert done.returncode == 1, err
+        assert err.startswith("bbkb serve: database schema is at None") and \
+            err.count("\n") == 1, err
+        assert "run `bbkb migrate`" in err
 
 
 @pytest.mark.parametrize("command", [["migrate"], ["keys", "create", "--owner", "o"],
@@ -89,6 +94,13 @@ def test_bad_settings_and_an_unreachable_database_are_one_line(command: list[str
     assert done.returncode == 1
     assert done.stderr.decode() == (f"bbkb {command[0]}: BBKB_DATABASE_BUSY_SECONDS: Input "
                                     "should be greater than 0; got '-3'\n")
+
+    for url, reason in (("nonsense", "Could not parse"), ("foo://x/y", "Can't load plugin")):
+        done = bbkb(*command, env=bbkb_env(BBKB_DATABASE_URL=url))
+        err = done.stderr.decode()
+        assert done.returncode == 1 and err.count("\n") == 1, err
+        assert err.startswith(f"bbkb {command[0]}: BBKB_DATABASE_URL: not a database URL "
+                              "SQLAlchemy can use") and reason in err, err
 
 
 def test_an_invalid_log_level_is_one_error_line(tmp_path: Path) -> None:
@@ -145,6 +157,13 @@ def test_a_closed_stdout_ends_quietly(server) -> None:
             assert done.returncode == 1 and done.stderr == b"", (extra, done.stderr)
     finally:
         os.close(writer)
+    ours, theirs = socket.socketpair()  # a socket whose peer is gone (poll: a hang-up, no error)
+    theirs.close()
+    try:
+        done = bbkb("study", "list", "--url", server.url, "--json", env=bbkb_env(), stdout=ours)
+        assert done.returncode == 1 and done.stderr == b"", done.stderr
+    finally:
+        ours.close()
 
 
 class FakeTime:

@@ -238,6 +238,50 @@ def test_a_set_stopping_event_stops_the_children_from_the_loop():
     assert [child.returncode for child in children] == [-signal.SIGTERM] * 2
 
 
+#: A child that takes a first SIGTERM as RQ does (a warm shutdown: it goes on) and ends, with
+#: code 7, at the second (RQ's cold shutdown).
+ENDS_AT_THE_SECOND_SIGTERM = """
+import signal, sys, time
+received = []
+def on_term(*_):
+    received.append(1)
+    if len(received) == 2:
+        sys.exit(7)
+    print("warm", flush=True)
+signal.signal(signal.SIGTERM, on_term)
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_a_second_sigterm_is_passed_on_to_the_children_at_once():
+    """The parent's handler: the first SIGTERM only sets ``stopping`` (supervise then sends the
+    children their SIGTERM); a second one sends them another without waiting, so jobs stop now
+    rather than at the SIGKILL deadline."""
+    children = [subprocess.Popen([sys.executable, "-c", ENDS_AT_THE_SECOND_SIGTERM],
+                                 stdout=subprocess.PIPE) for _ in range(2)]
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        stopping = threading.Event()
+        handler = runner.on_sigterm(children, stopping)
+        handler()
+        assert stopping.is_set() and all(child.poll() is None for child in children)
+        handler()  # the second signal: one SIGTERM each now, supervise's stop() sends the other
+        for child in children:  # (received before the next: two at once would count as one)
+            assert child.stdout is not None and child.stdout.readline() == b"warm\n"
+        assert runner.supervise(children, poll=0.05, stopping=stopping) == 0
+        assert [child.returncode for child in children] == [7, 7]  # not -9: killed at the deadline
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+            if child.stdout is not None:
+                child.stdout.close()
+
+
 def test_sigterm_during_the_start_up_checks_is_a_clean_stop():
     """Children still checking the API (here: for its whole retry budget) die of the SIGTERM
     their parent passes on; that was reported as 'worker process 1 was killed', exit 1."""
