@@ -5,8 +5,10 @@ the worker process itself rather than in a fork per job, so imports, loaded data
 connections are paid once per process, not once per evaluation (a fork per job cost ~1 s here).
 A job past its timeout is interrupted by RQ's alarm-based death penalty. SIGTERM or Ctrl-C lets
 the job in progress finish its evaluation (a warm shutdown: it takes no next trial); a second
-one stops it (with ``-n N`` the parent passes each signal on as one SIGTERM; SIGHUP too).
-A worker needs only ``BBKB_REDIS_URL`` (or ``--redis-url``) and ``BBKB_URL`` (+ ``BBKB_API_KEY`` or
+one stops it (with ``-n N``, Ctrl-C at a terminal reaches every process and the parent's
+SIGTERM after it is the workers' second signal: send SIGTERM to the parent for a warm stop).
+A worker needs
+only ``BBKB_REDIS_URL`` (or ``--redis-url``) and ``BBKB_URL`` (+ ``BBKB_API_KEY`` or
 ``BBKB_API_KEY_FILE``). At start it pings Redis and makes one authenticated request to the API,
 and exits with code 1 and a one-line message if either fails (a wrong key, an API still down
 after the retry budget). With ``-n N`` the parent exits with code 1, naming the process, as soon
@@ -83,16 +85,12 @@ def _check_api() -> None:
 
 
 def spawn(redis_url: str, processes: int, env: dict[str, str] | None = None,
-          burst: bool = False, own_group: bool = False) -> list[subprocess.Popen[bytes]]:
-    """Start ``processes`` worker processes (the caller stops them with SIGTERM). With
-    ``own_group`` they are in a process group of their own: a terminal's Ctrl-C reaches only
-    the caller, which passes it on as one SIGTERM (a Ctrl-C reaching them too would be their
-    second signal, a cold shutdown cutting the evaluation in progress)."""
+          burst: bool = False) -> list[subprocess.Popen[bytes]]:
+    """Start ``processes`` worker processes (the caller stops them with SIGTERM)."""
     cmd = [sys.executable, "-m", "workers.runner", "--redis-url", redis_url]
     if burst:
         cmd.append("--burst")
-    return [subprocess.Popen(cmd, env={**os.environ, **(env or {})},
-                             process_group=0 if own_group else None) for _ in range(processes)]
+    return [subprocess.Popen(cmd, env={**os.environ, **(env or {})}) for _ in range(processes)]
 
 
 def stop(children: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
@@ -110,12 +108,11 @@ def stop(children: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> 
             child.wait()
 
 
-def on_stop_signal(children: Sequence[subprocess.Popen[bytes]], stopping: threading.Event
-                   ) -> Callable[..., None]:
-    """The parent's handler of SIGTERM, SIGINT and SIGHUP. The first signal only sets
-    ``stopping`` (supervise then stops the children: waiting on them inside a handler can
-    deadlock); a second one passes a SIGTERM on to the running children at once (RQ's cold
-    shutdown), without waiting."""
+def on_sigterm(children: Sequence[subprocess.Popen[bytes]], stopping: threading.Event
+               ) -> Callable[..., None]:
+    """The parent's SIGTERM handler. The first signal only sets ``stopping`` (supervise then
+    stops the children: waiting on them inside a handler can deadlock); a second one passes a
+    SIGTERM on to the running children at once (RQ's cold shutdown), without waiting."""
 
     def handler(*_: object) -> None:
         if stopping.is_set():
@@ -131,7 +128,7 @@ def on_stop_signal(children: Sequence[subprocess.Popen[bytes]], stopping: thread
 def supervise(children: Sequence[subprocess.Popen[bytes]], poll: float = 0.2,
               stopping: threading.Event | None = None) -> int:
     """Wait for the children: 0 once all exited with 0; on a child's abnormal exit, say which,
-    stop the others and return 1. Once ``stopping`` is set (by :func:`on_stop_signal`), stop them
+    stop the others and return 1. Once ``stopping`` is set (by :func:`on_sigterm`), stop them
     all and return 0: how they end is then not a failure."""
     while True:
         if stopping is not None and stopping.is_set():
@@ -170,13 +167,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"bbkb worker: {exc}", file=sys.stderr)
             return 1
         return 0
-    children: list[subprocess.Popen[bytes]] = []
+    children = spawn(args.redis_url, args.processes, burst=args.burst)
     stopping = threading.Event()  # a child still in its start-up checks dies of the SIGTERM
-    handler = on_stop_signal(children, stopping)  # passed on: that is not a failure
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, handler)  # before the children start: none is ever left behind
-    children += spawn(args.redis_url, args.processes, burst=args.burst, own_group=True)
-    return supervise(children, stopping=stopping)
+    signal.signal(signal.SIGTERM, on_sigterm(children, stopping))  # passed on: not a failure
+    try:
+        return supervise(children, stopping=stopping)
+    except KeyboardInterrupt:
+        stop(children)
+    return 0
 
 
 if __name__ == "__main__":
