@@ -30,20 +30,16 @@ def _serve(args: argparse.Namespace) -> int:
 def _check_schema() -> None:
     """With BBKB_AUTO_MIGRATE off, refuse a stale schema here, in one line: inside uvicorn the
     application factory's refusal would end in a traceback."""
-    from sqlalchemy.engine import make_url
-
     settings = Settings()
     if settings.auto_migrate:
         return  # the factory upgrades it
-    url = make_url(str(settings.database_url))
-    file = url.database not in (None, "", ":memory:") and not url.query.get("uri")
-    if url.get_backend_name() == "sqlite" and file and not url.database.startswith("file:"):
-        if not Path(url.database).exists():  # connecting would create it, only to refuse it
-            raise SystemExit(f"bbkb serve: no database at {url.database}: run `bbkb migrate`"
-                             " first (or set BBKB_AUTO_MIGRATE=true)")
-    from .store.database import make_engine
+    from .store.database import make_engine, sqlite_path
     from .store.migrate import ensure_schema
 
+    path = sqlite_path(str(settings.database_url))
+    if path is not None and not path.exists():  # connecting would create it, only to refuse it
+        raise SystemExit(f"bbkb serve: no database at {path}: run `bbkb migrate` first (or set"
+                         " BBKB_AUTO_MIGRATE=true)")
     engine = make_engine(str(settings.database_url), settings.database_busy_seconds)
     try:
         ensure_schema(engine, auto_upgrade=False)

@@ -19,13 +19,25 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 
+def sqlite_path(url: str) -> Path | None:
+    """The file of an SQLite URL given as a path; None for another backend, an in-memory
+    database or SQLite's URI form (``sqlite:///file:...?uri=true``, not a path)."""
+    parsed = make_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+        return None
+    if parsed.query.get("uri") or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
 def make_engine(url: str, busy_seconds: float = 30.0) -> Engine:
     """Create the engine; SQLite gets WAL, explicit transaction control and a busy timeout: how
     long a writer waits for the database's write lock (then the API answers 503, retry)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        if (path := sqlite_path(url)) is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False,
                                                   "timeout": busy_seconds})
 

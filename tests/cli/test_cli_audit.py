@@ -23,6 +23,7 @@ from client import Client
 from service import logs
 from service.cli import build_parser, main
 from service.processes import free_port
+from service.store.database import make_engine, sqlite_path
 
 SPACE = json.dumps([{"name": "x", "low": 0, "high": 1}])
 
@@ -78,6 +79,20 @@ def test_serve_refuses_an_unmigrated_database_in_one_line(tmp_path: Path) -> Non
         assert err.startswith("bbkb serve: database schema is at None") and \
             err.count("\n") == 1, err
         assert "run `bbkb migrate`" in err
+
+
+def test_an_sqlite_uri_is_not_taken_for_a_path(tmp_path: Path, monkeypatch) -> None:
+    """``sqlite_path`` (serve's missing-file check, make_engine's parent directory) knows a
+    file path from SQLite's URI form: make_engine made a directory "file:" in the cwd for it."""
+    monkeypatch.chdir(tmp_path)
+    database = tmp_path / "q.db"
+    sqlite3.connect(database).close()
+    as_uri = f"sqlite:///file:{database}?mode=ro&uri=true"
+    assert sqlite_path(f"sqlite:///{database}") == database
+    for url in (as_uri, "sqlite://", "sqlite:///:memory:", "postgresql+psycopg://u@h/d"):
+        assert sqlite_path(url) is None, url
+    make_engine(as_uri).dispose()
+    assert list(tmp_path.iterdir()) == [database]
 
 
 @pytest.mark.parametrize("command", [["migrate"], ["keys", "create", "--owner", "o"],
