@@ -5,8 +5,11 @@ the worker process itself rather than in a fork per job, so imports, loaded data
 connections are paid once per process, not once per evaluation (a fork per job cost ~1 s here).
 A job past its timeout is interrupted by RQ's alarm-based death penalty. SIGTERM or Ctrl-C lets
 the job in progress finish its evaluation (a warm shutdown: it takes no next trial); a second
-one stops it (with ``-n N``, Ctrl-C at a terminal reaches every process and the parent's
-SIGTERM after it is the workers' second signal: send SIGTERM to the parent for a warm stop).
+one stops it. With ``-n N`` the parent takes SIGTERM and SIGINT (Ctrl-C) for all: its worker
+processes ignore SIGINT, so Ctrl-C at a terminal reaches them once, as the parent's SIGTERM
+(warm), and a second Ctrl-C or SIGTERM as a second (cold). A signal the parent inherited as
+ignored (``nohup``, a background job of a script) stays ignored, and a worker process whose
+parent is gone (killed with SIGKILL) stops warm by itself.
 A worker needs
 only ``BBKB_REDIS_URL`` (or ``--redis-url``) and ``BBKB_URL`` (+ ``BBKB_API_KEY`` or
 ``BBKB_API_KEY_FILE``). At start it pings Redis and makes one authenticated request to the API,
@@ -37,23 +40,43 @@ class StartupError(Exception):
     """The worker cannot start: Redis or the API unreachable, a bad URL or a refused API key."""
 
 
-def work(redis_url: str, burst: bool = False) -> None:
+def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None:
     """Run one RQ worker in this process until stopped (or the queue is empty, with burst);
-    StartupError if Redis or the API cannot be used."""
+    StartupError if Redis or the API cannot be used. With ``parent`` (the pid of a ``-n N``
+    parent) SIGINT is left to that parent, and the worker stops warm once the parent is gone."""
     from rq import Queue, SimpleWorker
 
     import service.problems  # noqa: F401 - the built-in objectives' numpy/scipy, paid at start
     import workers.job  # noqa: F401 - import once, before the first job
 
     class Worker(SimpleWorker):
+        def _install_signal_handlers(self) -> None:
+            super()._install_signal_handlers()
+            if parent is not None:  # Ctrl-C reaches us through the parent, as its SIGTERM
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+
         def request_stop(self, signum, frame):  # type: ignore[no-untyped-def]
             workers.job.stopping.set()  # the job in progress takes no next trial
             super().request_stop(signum, frame)
 
+    if parent is not None:
+        _watch_parent(parent)
     connection = _redis(redis_url)
     _check_api()
     worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
     worker.work(burst=burst, logging_level="WARNING")
+
+
+def _watch_parent(parent: int, poll: float = 1.0) -> None:
+    """SIGTERM this process (a warm stop) once ``parent`` is no longer its parent: it died,
+    perhaps of a SIGKILL that no handler sees, and the worker would otherwise run on orphaned."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="bbkb-parent-watch", daemon=True).start()
 
 
 def _redis(url: str) -> Redis:
@@ -86,11 +109,14 @@ def _check_api() -> None:
 
 def spawn(redis_url: str, processes: int, env: dict[str, str] | None = None,
           burst: bool = False) -> list[subprocess.Popen[bytes]]:
-    """Start ``processes`` worker processes (the caller stops them with SIGTERM)."""
-    cmd = [sys.executable, "-m", "workers.runner", "--redis-url", redis_url]
+    """Start ``processes`` worker processes, children of this one: they ignore SIGINT (the
+    caller stops them with SIGTERM, :func:`stop`) and stop warm if this process dies."""
+    cmd = [sys.executable, "-m", "workers.runner", "--redis-url", redis_url,
+           "--parent", str(os.getpid())]
     if burst:
         cmd.append("--burst")
-    return [subprocess.Popen(cmd, env={**os.environ, **(env or {})}) for _ in range(processes)]
+    return [subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+            for _ in range(processes)]
 
 
 def stop(children: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
@@ -108,11 +134,11 @@ def stop(children: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> 
             child.wait()
 
 
-def on_sigterm(children: Sequence[subprocess.Popen[bytes]], stopping: threading.Event
-               ) -> Callable[..., None]:
-    """The parent's SIGTERM handler. The first signal only sets ``stopping`` (supervise then
-    stops the children: waiting on them inside a handler can deadlock); a second one passes a
-    SIGTERM on to the running children at once (RQ's cold shutdown), without waiting."""
+def on_signal(children: Sequence[subprocess.Popen[bytes]], stopping: threading.Event
+              ) -> Callable[..., None]:
+    """The parent's SIGTERM and SIGINT handler. The first signal only sets ``stopping``
+    (supervise then stops the children: waiting on them inside a handler can deadlock); a
+    second one passes a SIGTERM on to the running children at once (RQ's cold shutdown)."""
 
     def handler(*_: object) -> None:
         if stopping.is_set():
@@ -128,7 +154,7 @@ def on_sigterm(children: Sequence[subprocess.Popen[bytes]], stopping: threading.
 def supervise(children: Sequence[subprocess.Popen[bytes]], poll: float = 0.2,
               stopping: threading.Event | None = None) -> int:
     """Wait for the children: 0 once all exited with 0; on a child's abnormal exit, say which,
-    stop the others and return 1. Once ``stopping`` is set (by :func:`on_sigterm`), stop them
+    stop the others and return 1. Once ``stopping`` is set (by :func:`on_signal`), stop them
     all and return 0: how they end is then not a failure."""
     while True:
         if stopping is not None and stopping.is_set():
@@ -155,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--redis-url", default=os.environ.get("BBKB_REDIS_URL"))
     parser.add_argument("--processes", "-n", type=int, default=1)
     parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    parser.add_argument("--parent", type=int, help=argparse.SUPPRESS)  # set by spawn()
     args = parser.parse_args(argv)
     if not args.redis_url:
         parser.error("give --redis-url or set BBKB_REDIS_URL")
@@ -162,20 +189,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--processes must be at least 1, got {args.processes}")
     if args.processes == 1:
         try:
-            work(args.redis_url, burst=args.burst)
+            work(args.redis_url, burst=args.burst, parent=args.parent)
         except StartupError as exc:
             print(f"bbkb worker: {exc}", file=sys.stderr)
             return 1
         return 0
-    children = spawn(args.redis_url, args.processes, burst=args.burst)
+    return run_children(args.redis_url, args.processes, burst=args.burst)
+
+
+def run_children(redis_url: str, processes: int, burst: bool = False) -> int:
+    """``bbkb worker -n N``: start the worker processes and supervise them (see the module's
+    docstring for the signals). They are started one by one into the list the signal handler
+    sees, and stopped whatever ends the loop."""
+    children: list[subprocess.Popen[bytes]] = []
     stopping = threading.Event()  # a child still in its start-up checks dies of the SIGTERM
-    signal.signal(signal.SIGTERM, on_sigterm(children, stopping))  # passed on: not a failure
+    handler = on_signal(children, stopping)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup, `cmd &` in a script
+            signal.signal(signum, handler)
     try:
+        for _ in range(processes):
+            if stopping.is_set():
+                break
+            children += spawn(redis_url, 1, burst=burst)
         return supervise(children, stopping=stopping)
-    except KeyboardInterrupt:
+    finally:
         stop(children)
-    return 0
 
 
 if __name__ == "__main__":
+    if "--parent" in sys.argv:  # a child of spawn(): Ctrl-C is its parent's to pass on
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise SystemExit(main())

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -50,6 +51,13 @@ def verbose(x0: float, x1: float) -> float:
 
 def slow(x0: float, x1: float) -> float:
     time.sleep(1.0)
+    return x0 - x1
+
+
+def marked(x0: float, x1: float) -> float:
+    """Leaves a file in BBKB_TEST_MARKS (the evaluation has begun), then takes BBKB_TEST_DELAY s."""
+    Path(os.environ["BBKB_TEST_MARKS"], f"{os.getpid()}-{x0}").touch()
+    time.sleep(float(os.environ["BBKB_TEST_DELAY"]))
     return x0 - x1
 
 
@@ -178,6 +186,91 @@ def test_the_parent_exits_non_zero_naming_a_child_that_died(system):
     assert not psutil.pid_exists(children[1].pid)  # the other was stopped (and reaped)
 
 
+def _parent(system: dict[str, Any], delay: float = 2.0, **popen: Any
+            ) -> tuple[subprocess.Popen[str], int, list]:
+    """``bbkb worker -n 2`` in a session of its own (as at a terminal: its own process group),
+    once each worker process is inside an evaluation of ``delay`` s: (parent, study, the trials
+    being evaluated)."""
+    url, marks = system["server"].url, Path(system["env"]["BBKB_DATA_DIR"], "marks")
+    marks.mkdir()
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "workers.runner", "--redis-url", system["redis"].url, "-n", "2"],
+        env={**os.environ, "BBKB_URL": url, "BBKB_TEST_DELAY": str(delay),
+             "BBKB_TEST_MARKS": str(marks)},
+        stderr=subprocess.PIPE, text=True, start_new_session=True, **popen)
+    sid = _study(url, f"{HERE}:marked")
+    httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 6, "parallelism": 2})
+    _until(lambda: len(list(marks.iterdir())) == 2, 60, "both worker processes evaluate")
+    running = [t for t in _trials(url, sid) if t["status"] == "running"]
+    assert len(running) == 2
+    return parent, sid, running
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # exited, not yet reaped
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_ctrl_c_at_a_terminal_lets_every_evaluation_in_progress_finish(system):
+    """The terminal sends SIGINT to the whole foreground group: the parent passes it on once
+    (its worker processes ignore SIGINT), so both evaluations finish and are posted."""
+    parent, sid, running = _parent(system)
+    children = psutil.Process(parent.pid).children()
+    os.killpg(parent.pid, signal.SIGINT)
+    code, err = _exit(parent)
+    assert code == 0 and "Traceback" not in err, err
+    assert all(_gone(child.pid) for child in children)
+    trials = {t["id"]: t for t in _trials(system["server"].url, sid)}
+    print(err, trials)
+    assert [(trials[t["id"]]["status"], trials[t["id"]]["attempt"]) for t in running] == [
+        ("completed", 1)] * 2
+    assert sum(t["status"] == "completed" for t in trials.values()) == 2  # no next trial taken
+
+
+def test_a_second_ctrl_c_stops_the_evaluations_at_once(system):
+    """A cold stop on demand: the second Ctrl-C (> 1 s after the first: RQ takes two signals
+    within a second for one) ends the 30 s evaluations in progress; their leases run out."""
+    parent, sid, running = _parent(system, delay=30.0)
+    os.killpg(parent.pid, signal.SIGINT)
+    time.sleep(1.5)
+    started = time.monotonic()
+    os.killpg(parent.pid, signal.SIGINT)
+    code, err = _exit(parent, timeout=20)
+    assert code == 0 and time.monotonic() - started < 20, err
+    trials = {t["id"]: t for t in _trials(system["server"].url, sid)}
+    assert [trials[t["id"]]["status"] for t in running] == ["running"] * 2
+
+
+def test_a_parent_killed_by_sigkill_leaves_no_worker_running(system):
+    """No handler sees a SIGKILL: each worker process notices that its parent is gone (within
+    a second), stops warm, posts its result and exits instead of running on orphaned."""
+    parent, sid, running = _parent(system)
+    children = psutil.Process(parent.pid).children()
+    parent.kill()
+    parent.communicate()
+    _until(lambda: all(_gone(child.pid) for child in children), 30, "the workers exited")
+    trials = {t["id"]: t for t in _trials(system["server"].url, sid)}
+    assert [trials[t["id"]]["status"] for t in running] == ["completed"] * 2
+
+
+def test_a_sigint_ignored_at_start_stays_ignored(system):
+    """``nohup``-like: a parent started with SIGINT ignored (a background job of a script)
+    does not stop on SIGINT, nor do its worker processes; SIGTERM still stops them warm."""
+    parent, sid, running = _parent(
+        system, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    children = psutil.Process(parent.pid).children()
+    os.killpg(parent.pid, signal.SIGINT)
+    time.sleep(1.0)
+    assert parent.poll() is None and not any(_gone(child.pid) for child in children)
+    parent.send_signal(signal.SIGTERM)
+    code, err = _exit(parent)
+    assert code == 0 and "Traceback" not in err, err
+    trials = {t["id"]: t for t in _trials(system["server"].url, sid)}
+    assert [trials[t["id"]]["status"] for t in running] == ["completed"] * 2
+
+
 @pytest.mark.parametrize("n", ["0", "-2"])
 def test_no_processes_is_a_usage_error(n, capsys):
     with pytest.raises(SystemExit) as stopped:
@@ -265,7 +358,7 @@ def test_a_second_sigterm_is_passed_on_to_the_children_at_once():
         for child in children:
             assert child.stdout is not None and child.stdout.readline() == b"ready\n"
         stopping = threading.Event()
-        handler = runner.on_sigterm(children, stopping)
+        handler = runner.on_signal(children, stopping)
         handler()
         assert stopping.is_set() and all(child.poll() is None for child in children)
         handler()  # the second signal: one SIGTERM each now, supervise's stop() sends the other
