@@ -4,18 +4,18 @@ Each process is an RQ ``SimpleWorker`` (RQ owns the loop, job timeouts and signa
 the worker process itself rather than in a fork per job, so imports, loaded data sets and HTTP
 connections are paid once per process, not once per evaluation (a fork per job cost ~1 s here).
 A job past its timeout is interrupted by RQ's alarm-based death penalty. SIGTERM or Ctrl-C lets
-the job in progress finish its evaluation (a warm shutdown: it takes no next trial); a second
-one stops it. With ``-n N`` the parent takes SIGTERM and SIGINT (Ctrl-C) for all: its worker
-processes ignore SIGINT, so Ctrl-C at a terminal reaches them once, as the parent's SIGTERM
-(warm), and a second Ctrl-C or SIGTERM as a second (cold). A signal the parent inherited as
-ignored (``nohup``, a background job of a script) stays ignored, and a worker process whose
-parent is gone (killed with SIGKILL) stops warm by itself.
-A worker needs
-only ``BBKB_REDIS_URL`` (or ``--redis-url``) and ``BBKB_URL`` (+ ``BBKB_API_KEY`` or
-``BBKB_API_KEY_FILE``). At start it pings Redis and makes one authenticated request to the API,
-and exits with code 1 and a one-line message if either fails (a wrong key, an API still down
-after the retry budget). With ``-n N`` the parent exits with code 1, naming the process, as soon
-as one of its worker processes exits abnormally (the others are stopped warm).
+the job in progress finish its evaluation (a warm shutdown: it takes no next trial, and is
+waited for); a second one stops it (a cold shutdown). With ``-n N`` the parent takes SIGTERM
+and SIGINT (Ctrl-C) for all: its worker processes ignore SIGINT, so Ctrl-C at a terminal
+reaches them once, as the parent's SIGTERM, and a second Ctrl-C or SIGTERM as a second. A
+SIGINT or SIGTERM inherited as ignored (SIGINT in a background job of a script) stays ignored,
+and a worker process whose parent is gone (killed with SIGKILL) stops by itself: warm, or cold
+if a warm stop was under way. A worker needs only ``BBKB_REDIS_URL`` (or ``--redis-url``) and
+``BBKB_URL`` (+ ``BBKB_API_KEY`` or ``BBKB_API_KEY_FILE``). At start it pings Redis and makes
+one authenticated request to the API, and exits with code 1 and a one-line message if either
+fails (a wrong key, an API still down after the retry budget). With ``-n N`` the parent exits
+with code 1, naming the process, as soon as one of its worker processes exits abnormally (the
+others are stopped warm).
 """
 
 from __future__ import annotations
@@ -43,21 +43,36 @@ class StartupError(Exception):
 def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None:
     """Run one RQ worker in this process until stopped (or the queue is empty, with burst);
     StartupError if Redis or the API cannot be used. With ``parent`` (the pid of a ``-n N``
-    parent) SIGINT is left to that parent, and the worker stops warm once the parent is gone."""
+    parent) SIGINT is left to that parent, each of its SIGTERMs counts (RQ's one-second window
+    for a duplicate signal is for signals that reach a worker twice, from a pool and from the
+    terminal), and the worker stops once the parent is gone."""
     from rq import Queue, SimpleWorker
 
     import service.problems  # noqa: F401 - the built-in objectives' numpy/scipy, paid at start
     import workers.job  # noqa: F401 - import once, before the first job
 
+    ignored = [signum for signum in (signal.SIGINT, signal.SIGTERM)
+               if signal.getsignal(signum) is signal.SIG_IGN or
+               (parent is not None and signum == signal.SIGINT)]
+
     class Worker(SimpleWorker):
         def _install_signal_handlers(self) -> None:
             super()._install_signal_handlers()
-            if parent is not None:  # Ctrl-C reaches us through the parent, as its SIGTERM
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _ignore(ignored)
 
         def request_stop(self, signum, frame):  # type: ignore[no-untyped-def]
             workers.job.stopping.set()  # the job in progress takes no next trial
-            super().request_stop(signum, frame)
+            try:
+                super().request_stop(signum, frame)  # (an idle worker raises StopRequested)
+            finally:
+                _ignore(ignored)  # RQ has just installed its cold-shutdown handler for both
+
+        def request_force_stop(self, signum, frame):  # type: ignore[no-untyped-def]
+            if parent is None:
+                super().request_force_stop(signum, frame)
+                return
+            self.log.warning("Worker %s: cold shut down", self.name)
+            raise SystemExit  # a SimpleWorker has no work horse to take down
 
     if parent is not None:
         _watch_parent(parent)
@@ -67,9 +82,15 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     worker.work(burst=burst, logging_level="WARNING")
 
 
+def _ignore(signums: Sequence[int]) -> None:
+    for signum in signums:
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def _watch_parent(parent: int, poll: float = 1.0) -> None:
-    """SIGTERM this process (a warm stop) once ``parent`` is no longer its parent: it died,
-    perhaps of a SIGKILL that no handler sees, and the worker would otherwise run on orphaned."""
+    """SIGTERM this process once ``parent`` is no longer its parent: it died, perhaps of a
+    SIGKILL that no handler sees, and the worker would otherwise run on orphaned. A warm stop
+    (a cold one if a stop was already under way)."""
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -110,25 +131,34 @@ def _check_api() -> None:
 def spawn(redis_url: str, processes: int, env: dict[str, str] | None = None,
           burst: bool = False) -> list[subprocess.Popen[bytes]]:
     """Start ``processes`` worker processes, children of this one: they ignore SIGINT (the
-    caller stops them with SIGTERM, :func:`stop`) and stop warm if this process dies."""
+    caller stops them with SIGTERM, :func:`stop`) and stop if this process dies. SIGINT is
+    blocked while they start, until they ignore it (``__main__``): a Ctrl-C then does not end
+    one in a KeyboardInterrupt."""
     cmd = [sys.executable, "-m", "workers.runner", "--redis-url", redis_url,
            "--parent", str(os.getpid())]
     if burst:
         cmd.append("--burst")
-    return [subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
-            for _ in range(processes)]
+    children = []
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for _ in range(processes):
+            children.append(subprocess.Popen(cmd, env={**os.environ, **(env or {})},
+                                             stdin=subprocess.DEVNULL))
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return children
 
 
-def stop(children: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
+def stop(children: Sequence[subprocess.Popen[bytes]], timeout: float | None = 15.0) -> None:
     """SIGTERM to the running children (a warm shutdown), SIGKILL to those still running
-    ``timeout`` seconds later (one deadline for all)."""
+    ``timeout`` seconds later (one deadline for all; None: wait for them)."""
     for child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
     for child in children:
         try:
-            child.wait(timeout=max(deadline - time.monotonic(), 0.0))
+            child.wait(timeout=None if deadline is None else max(deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
@@ -155,10 +185,12 @@ def supervise(children: Sequence[subprocess.Popen[bytes]], poll: float = 0.2,
               stopping: threading.Event | None = None) -> int:
     """Wait for the children: 0 once all exited with 0; on a child's abnormal exit, say which,
     stop the others and return 1. Once ``stopping`` is set (by :func:`on_signal`), stop them
-    all and return 0: how they end is then not a failure."""
+    all and return 0: how they end is then not a failure. Stopped warm, they are waited for
+    as long as their evaluations take (each bounded by its job timeout); a second signal to
+    the parent stops them at once."""
     while True:
         if stopping is not None and stopping.is_set():
-            stop(children)
+            stop(children, timeout=None)
             return 0
         for number, child in enumerate(children, 1):
             code = child.poll()
@@ -167,7 +199,7 @@ def supervise(children: Sequence[subprocess.Popen[bytes]], poll: float = 0.2,
                        else f"exited with code {code}")
                 print(f"bbkb worker: worker process {number} of {len(children)} (pid "
                       f"{child.pid}) {how}; stopping the others", file=sys.stderr)
-                stop(children)
+                stop(children, timeout=None)
                 return 1
         if all(child.poll() is not None for child in children):
             return 0
@@ -205,7 +237,7 @@ def run_children(redis_url: str, processes: int, burst: bool = False) -> int:
     stopping = threading.Event()  # a child still in its start-up checks dies of the SIGTERM
     handler = on_signal(children, stopping)
     for signum in (signal.SIGTERM, signal.SIGINT):
-        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup, `cmd &` in a script
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # SIGINT of `cmd &` in a script
             signal.signal(signum, handler)
     try:
         for _ in range(processes):
@@ -220,4 +252,5 @@ def run_children(redis_url: str, processes: int, burst: bool = False) -> int:
 if __name__ == "__main__":
     if "--parent" in sys.argv:  # a child of spawn(): Ctrl-C is its parent's to pass on
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by spawn()
     raise SystemExit(main())
