@@ -147,9 +147,10 @@ def test_export_json_names_the_file_and_its_rows(server, capsys, tmp_path) -> No
     url = ["--url", server.url]
     assert run(capsys, "study", "create", "s", "--search-space", SPACE, "--n-candidates", "8",
                *url)[0] == 0
-    study = Client(server.url).study("s")
-    trials = study.ask("w", count=3).trials
-    study.tell(trials[0].id, 1.5, worker_id="w")
+    with Client(server.url) as client:
+        study = client.study("s")
+        trials = study.ask("w", count=3).trials
+        study.tell(trials[0].id, 1.5, worker_id="w")
     target = tmp_path / "out.csv"
     code, out, err = run(capsys, "study", "export", "s", "-o", str(target), "--json", *url)
     assert code == 0 and not err
@@ -209,6 +210,9 @@ class RefuseAsks(httpx.BaseTransport):
             self.left -= 1
             raise httpx.ConnectError("connection refused", request=request)
         return self.inner.handle_request(request)
+
+    def close(self) -> None:  # the client closes its transport: ours closes the real one's pool
+        self.inner.close()
 
 
 def test_optimize_logs_the_true_length_of_an_outage(server, monkeypatch, caplog) -> None:

@@ -81,7 +81,8 @@ def test_invalid_create_arguments_are_one_error_line_and_create_nothing(
         assert code == 1 and not out, (args, err)
         assert err.startswith("error: ") and err.count("\n") == 1, (args, err)
         assert expected in err, (args, err)
-    assert Client(server.url).studies() == []
+    with Client(server.url) as client:
+        assert client.studies() == []
 
 
 def test_missing_search_space_file_is_a_usage_error(capsys, tmp_path):

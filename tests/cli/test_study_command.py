@@ -42,11 +42,12 @@ def test_create_from_csv_list_show_best_export(server, tmp_path, capsys):
     code, _, err = run(capsys, "study", "best", "cli-study", *url)
     assert code == 1 and "no completed trial" in err
 
-    study = Client(server.url).study(created["id"])
     values = {}
-    for trial in study.ask("w", count=3).trials:
-        values[trial.id] = float(matrix[trial.candidate].sum())
-        study.tell(trial.id, values[trial.id])
+    with Client(server.url) as client:
+        study = client.study(created["id"])
+        for trial in study.ask("w", count=3).trials:
+            values[trial.id] = float(matrix[trial.candidate].sum())
+            study.tell(trial.id, values[trial.id])
 
     code, out, _ = run(capsys, "study", "list", *url)
     assert code == 0
