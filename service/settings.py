@@ -32,7 +32,8 @@ class Settings(BaseSettings):
     auto_migrate: bool = Field(
         default=True, description="Upgrade the schema at start-up (off: refuse a stale one).")
     page_limit: int = Field(
-        default=1000, gt=0, description="The largest page of trials or studies a list answers.")
+        default=1000, gt=0, le=10_000,  # the lists' own bound on limit= (api.deps.PageSize)
+        description="The largest page of trials or studies a list answers.")
     cached_studies: int = Field(
         default=16, gt=0, description="Study engines a server process keeps in memory (least "
         "recently used evicted; an evicted study is rebuilt from the database at its next use).")

@@ -87,3 +87,15 @@ def test_pages_are_cut_to_the_page_limit(database_url, tmp_path):
             assert [s["id"] for s in first["studies"]] == ids[:3], url
             assert first["next_after"] == ids[2], url
             assert _pages(http, url, 1000) == (ids, 2), url
+
+
+def test_a_page_limit_above_what_a_list_accepts_is_refused():
+    """``BBKB_PAGE_LIMIT`` above 10000 (the largest ``limit`` a list takes) could never apply:
+    it is a settings error at start, not a silent cap."""
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+
+    assert Settings(page_limit=10_000).page_limit == 10_000
+    with pytest.raises(ValidationError, match="less than or equal to 10000"):
+        Settings(page_limit=10_001)

@@ -26,6 +26,7 @@ from ...store.models import utcnow
 from ..deps import (
     MetricsDep,
     OwnerDep,
+    PageSize,
     ReadSessionDep,
     RuntimesDep,
     SettingsDep,
@@ -222,7 +223,7 @@ def parse_observations_csv(raw: bytes) -> list[tuple[int, float]]:
 def list_trials(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep,
                 runtimes: RuntimesDep,
                 after: Annotated[int, Query(ge=-1, le=2**62)] = -1,
-                limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+                limit: PageSize = 100,
                 status: TrialStatus | None = None,
                 worker_id: Annotated[str | None, Query(min_length=1, max_length=200,
                                                      pattern=r"^[^\x00-\x1f]+$")] = None,
