@@ -193,13 +193,13 @@ def run(evaluations: int, workers: int, delay: float, data_dir: Path, plot: Path
 
     from .problems import dataset_problem
 
-    redis = RedisProcess()
+    redis = RedisProcess(detached=True)  # Ctrl-C: stopped after the workers, in finally
     env = {"BBKB_DATA_DIR": str(data_dir), "BBKB_AUTH": "none", "BBKB_REDIS_URL": redis.url}
     server: ServerProcess | None = None
     children: list[Popen[bytes]] = []
     try:
         redis.start()
-        server = ServerProcess(env)
+        server = ServerProcess(env, detached=True)
         server.start()
         print(f"Redis {redis.url}, API {server.url} (docs: {server.url}/docs), data {data_dir}")
         for _ in range(workers):  # one by one: an interrupted spawn still stops the started ones

