@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from subprocess import Popen
@@ -202,8 +203,7 @@ def run(evaluations: int, workers: int, delay: float, data_dir: Path, plot: Path
         server = ServerProcess(env, detached=True)
         server.start()
         print(f"Redis {redis.url}, API {server.url} (docs: {server.url}/docs), data {data_dir}")
-        for _ in range(workers):  # one by one: an interrupted spawn still stops the started ones
-            children += runner.spawn(redis.url, 1, env={"BBKB_URL": server.url})
+        runner.spawn(redis.url, workers, env={"BBKB_URL": server.url}, children=children)
         with httpx.Client(base_url=server.url, timeout=60) as http:
             problem = dataset_problem("abalone")
             sid = _answer(http.post("/v1/studies", json={
@@ -229,10 +229,28 @@ def run(evaluations: int, workers: int, delay: float, data_dir: Path, plot: Path
             ok = stopped is None and figures["evaluations"] > 0 and figures["plot_saved"]
             return 0 if ok else 1
     finally:
+        _stop(children, server, redis)
+
+
+def _stop(children: list[Popen[bytes]], server: ServerProcess | None,
+          redis: RedisProcess) -> None:
+    """Stop the workers (warm: 10 s to finish their evaluations), then the server, then Redis.
+    A Ctrl-C or SIGTERM meanwhile stops the workers cold (a third kills them) instead of
+    cutting this short: the server and Redis must outlive them."""
+    from workers import runner
+
+    stopping = threading.Event()
+    stopping.set()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, runner.on_signal(children, stopping))
+    try:
         runner.stop(children, timeout=10)
-        if server is not None:
-            server.stop()
-        redis.stop()
+    finally:
+        try:
+            if server is not None:
+                server.stop()
+        finally:
+            redis.stop()
 
 
 def _directory_problem(option: str, path: Path, *, create: bool) -> str | None:

@@ -22,18 +22,25 @@ import httpx
 
 
 def _detached() -> dict[str, Any]:
-    """Popen arguments for a child in a process group of its own that dies with its parent."""
+    """Popen arguments for a child in a process group of its own (a background group: it must
+    not stop on SIGTTOU/SIGTTIN at a terminal, nor read it) that dies with its parent."""
+
+    def background() -> None:  # runs in the child between fork and exec; SIG_IGN survives exec
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        signal.signal(signal.SIGTTIN, signal.SIG_IGN)
+
     if not sys.platform.startswith("linux"):
-        return {"process_group": 0}
+        return {"process_group": 0, "stdin": subprocess.DEVNULL, "preexec_fn": background}
     prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the forked child
     parent = os.getpid()
 
-    def die_with_parent() -> None:  # runs in the child between fork and exec
+    def die_with_parent() -> None:
+        background()
         prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # the parent died before the prctl
-            os.kill(os.getpid(), signal.SIGTERM)
+            os._exit(1)
 
-    return {"process_group": 0, "preexec_fn": die_with_parent}
+    return {"process_group": 0, "stdin": subprocess.DEVNULL, "preexec_fn": die_with_parent}
 
 
 def free_port() -> int:

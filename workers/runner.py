@@ -7,10 +7,12 @@ A job past its timeout is interrupted by RQ's alarm-based death penalty. SIGTERM
 the job in progress finish its evaluation (a warm shutdown: it takes no next trial, and is
 waited for); a second one stops it (a cold shutdown). With ``-n N`` the parent takes SIGTERM
 and SIGINT (Ctrl-C) for all: its worker processes ignore SIGINT, so Ctrl-C at a terminal
-reaches them once, as the parent's SIGTERM, and a second Ctrl-C or SIGTERM as a second. A
-SIGINT or SIGTERM inherited as ignored (SIGINT in a background job of a script) stays ignored,
-and a worker process whose parent is gone (killed with SIGKILL) stops by itself: warm, or cold
-if a warm stop was under way. A worker needs only ``BBKB_REDIS_URL`` (or ``--redis-url``) and
+reaches them once, as the parent's SIGTERM, a second Ctrl-C or SIGTERM as a second, and a third
+as a SIGKILL (for a job stuck where no signal handler runs). A SIGINT or SIGTERM inherited as
+ignored (SIGINT in a background job of a script) stays ignored by the process that inherited
+it (a ``-n N`` parent's worker processes still take its SIGTERM), and a worker process whose
+parent is gone (killed with SIGKILL) stops by itself: warm, or cold if a warm stop was under
+way. A worker needs only ``BBKB_REDIS_URL`` (or ``--redis-url``) and
 ``BBKB_URL`` (+ ``BBKB_API_KEY`` or ``BBKB_API_KEY_FILE``). At start it pings Redis and makes
 one authenticated request to the API, and exits with code 1 and a one-line message if either
 fails (a wrong key, an API still down after the retry budget). With ``-n N`` the parent exits
@@ -52,9 +54,9 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     import service.problems  # noqa: F401 - the built-in objectives' numpy/scipy, paid at start
     import workers.job  # noqa: F401 - import once, before the first job
 
-    ignored = [signum for signum in (signal.SIGINT, signal.SIGTERM)
-               if signal.getsignal(signum) is signal.SIG_IGN or
-               (parent is not None and signum == signal.SIGINT)]
+    ignored = [signal.SIGINT] if parent is not None else [  # SIGTERM: the parent's stop
+        signum for signum in (signal.SIGINT, signal.SIGTERM)
+        if signal.getsignal(signum) is signal.SIG_IGN]
 
     class Worker(SimpleWorker):
         def _install_signal_handlers(self) -> None:
@@ -136,16 +138,18 @@ def _check_api() -> None:
 
 
 def spawn(redis_url: str, processes: int, env: dict[str, str] | None = None,
-          burst: bool = False) -> list[subprocess.Popen[bytes]]:
-    """Start ``processes`` worker processes, children of this one: they ignore SIGINT (the
-    caller stops them with SIGTERM, :func:`stop`) and stop if this process dies. SIGINT is
-    blocked while they start, until they ignore it (``__main__``): a Ctrl-C then does not end
-    one in a KeyboardInterrupt."""
+          burst: bool = False, children: list[subprocess.Popen[bytes]] | None = None
+          ) -> list[subprocess.Popen[bytes]]:
+    """Start ``processes`` worker processes, children of this one, appended to ``children``
+    (returned; a new list by default) as each starts: a Ctrl-C meanwhile loses none. They
+    ignore SIGINT (the caller stops them with SIGTERM, :func:`stop`) and stop if this process
+    dies. SIGINT is blocked while they start, until they ignore it (``__main__``), so a Ctrl-C
+    then does not end one in a KeyboardInterrupt."""
     cmd = [sys.executable, "-m", "workers.runner", "--redis-url", redis_url,
            "--parent", str(os.getpid())]
     if burst:
         cmd.append("--burst")
-    children = []
+    children = [] if children is None else children
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         for _ in range(processes):
@@ -174,16 +178,22 @@ def stop(children: Sequence[subprocess.Popen[bytes]], timeout: float | None = 15
 def on_signal(children: Sequence[subprocess.Popen[bytes]], stopping: threading.Event
               ) -> Callable[..., None]:
     """The parent's SIGTERM and SIGINT handler. The first signal only sets ``stopping``
-    (supervise then stops the children: waiting on them inside a handler can deadlock); a
-    second one passes a SIGTERM on to the running children at once (RQ's cold shutdown)."""
+    (supervise then stops the children: waiting on them inside a handler can deadlock); the
+    next one passes a SIGTERM on to the running children at once (RQ's cold shutdown), and any
+    after it a SIGKILL (a job stuck in C code or blocking I/O never sees a Python signal
+    handler). With ``stopping`` already set, the first signal is a cold shutdown."""
+    forwarded: list[int] = []
 
     def handler(*_: object) -> None:
-        if stopping.is_set():
-            for child in children:
-                if child.returncode is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(child.pid, signal.SIGTERM)
-        stopping.set()
+        if not stopping.is_set():
+            stopping.set()
+            return
+        signum = signal.SIGKILL if forwarded else signal.SIGTERM
+        forwarded.append(signum)
+        for child in children:
+            if child.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, signum)
 
     return handler
 
@@ -250,7 +260,7 @@ def run_children(redis_url: str, processes: int, burst: bool = False) -> int:
         for _ in range(processes):
             if stopping.is_set():
                 break
-            children += spawn(redis_url, 1, burst=burst)
+            spawn(redis_url, 1, burst=burst, children=children)
         return supervise(children, stopping=stopping)
     finally:
         stop(children)
@@ -259,5 +269,6 @@ def run_children(redis_url: str, processes: int, burst: bool = False) -> int:
 if __name__ == "__main__":
     if "--parent" in sys.argv:  # a child of spawn(): Ctrl-C is its parent's to pass on
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # even if the parent inherited SIG_IGN
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by spawn()
     raise SystemExit(main())

@@ -28,29 +28,46 @@ def test_demo_runs_end_to_end(tmp_path):
     assert [line for line in leftovers.stdout.splitlines() if "pgrep" not in line] == []
 
 
-def _started_demo(tmp_path) -> tuple[subprocess.Popen[str], list]:  # type: ignore[type-arg]
-    """``bbkb demo`` in a session of its own (as at a terminal) once evaluations run, and every
-    process it started."""
+def _started_demo(tmp_path, delay: float = 0.5  # type: ignore[no-untyped-def]
+                  ) -> tuple[subprocess.Popen[str], list, str]:  # type: ignore[type-arg]
+    """``bbkb demo`` in a session of its own (as at a terminal) once evaluations run, every
+    process it started, and its Redis URL."""
     import psutil
 
     demo = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "demo", "--evaluations", "100000", "--workers", "2",
-         "--delay", "0.5", "--data-dir", str(tmp_path / "data")],
+         "--delay", str(delay), "--data-dir", str(tmp_path / "data")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     assert demo.stdout is not None
+    urls = re.match(r"Redis (redis://\S+),", demo.stdout.readline())
+    assert urls is not None
     for line in demo.stdout:  # Redis, API and workers are up once the dashboard is announced
         if line.startswith("dashboard:"):
             break
     processes = psutil.Process(demo.pid).children(recursive=True)
     assert len(processes) >= 4, processes  # Redis, the server, two workers
-    return demo, processes
+    return demo, processes, urls.group(1)
 
 
 def _all_gone(processes: list, timeout: float) -> bool:  # type: ignore[type-arg]
+    """Whether every process exited within ``timeout`` s (a zombie has: orphans here may never
+    be reaped)."""
+    import time
+
     import psutil
 
-    _, alive = psutil.wait_procs(processes, timeout=timeout)
-    return all(p.status() == psutil.STATUS_ZOMBIE for p in alive)
+    def gone(process: psutil.Process) -> bool:
+        try:
+            return process.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    deadline = time.monotonic() + timeout
+    while not all(gone(p) for p in processes):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def test_ctrl_c_stops_the_demo_in_order_and_quietly(tmp_path):
@@ -59,7 +76,7 @@ def test_ctrl_c_stops_the_demo_in_order_and_quietly(tmp_path):
     posts and RQ's deregistration met a server and a Redis already gone (tracebacks, 10 s)."""
     import signal
 
-    demo, processes = _started_demo(tmp_path)
+    demo, processes, _ = _started_demo(tmp_path)
     os.killpg(demo.pid, signal.SIGINT)
     out, _ = demo.communicate(timeout=60)
     assert demo.returncode == 130 and "interrupted: every process was stopped" in out, out
@@ -67,10 +84,36 @@ def test_ctrl_c_stops_the_demo_in_order_and_quietly(tmp_path):
     assert _all_gone(processes, timeout=5)
 
 
+def test_a_second_ctrl_c_stops_the_workers_cold_and_still_stops_everything(tmp_path):
+    """A second Ctrl-C while the demo waits for its workers' 8 s evaluations stops them at once
+    (no 10 s wait), and the server and Redis are still stopped after them."""
+    import signal
+    import time
+
+    from redis import Redis
+    from rq import Worker
+
+    demo, processes, redis_url = _started_demo(tmp_path, delay=8.0)
+    with Redis.from_url(redis_url) as connection:  # until both workers are inside an evaluation
+        deadline = time.monotonic() + 60
+        while [w.get_state() for w in Worker.all(connection=connection)] != ["busy"] * 2:
+            assert time.monotonic() < deadline, "the workers never evaluated"
+            time.sleep(0.1)
+    os.killpg(demo.pid, signal.SIGINT)
+    time.sleep(1.0)
+    started = time.monotonic()
+    os.killpg(demo.pid, signal.SIGINT)
+    out, _ = demo.communicate(timeout=60)
+    assert demo.returncode == 130 and time.monotonic() - started < 6, out[-3000:]
+    assert "interrupted: every process was stopped" in out
+    assert "ConnectionError" not in out, out[-3000:]  # Redis and the server outlived the workers
+    assert _all_gone(processes, timeout=5)
+
+
 def test_a_demo_killed_by_sigkill_leaves_no_process_behind(tmp_path):
     """No handler sees a SIGKILL: Redis and the server die with their parent (Linux's parent
     death signal), the workers notice that their parent is gone."""
-    demo, processes = _started_demo(tmp_path)
+    demo, processes, _ = _started_demo(tmp_path)
     demo.kill()
     demo.communicate(timeout=30)
     assert _all_gone(processes, timeout=30)

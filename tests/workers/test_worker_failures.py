@@ -397,7 +397,7 @@ while True:
 def test_a_second_sigterm_is_passed_on_to_the_children_at_once():
     """The parent's handler: the first SIGTERM only sets ``stopping`` (supervise then sends the
     children their SIGTERM); a second one sends them another without waiting, so jobs stop now
-    rather than at the SIGKILL deadline."""
+    rather than when they end."""
     children = [subprocess.Popen([sys.executable, "-c", ENDS_AT_THE_SECOND_SIGTERM],
                                  stdout=subprocess.PIPE) for _ in range(2)]
     try:
@@ -411,7 +411,7 @@ def test_a_second_sigterm_is_passed_on_to_the_children_at_once():
         for child in children:  # (received before the next: two at once would count as one)
             assert child.stdout is not None and child.stdout.readline() == b"warm\n"
         assert runner.supervise(children, poll=0.05, stopping=stopping) == 0
-        assert [child.returncode for child in children] == [7, 7]  # not -9: killed at the deadline
+        assert [child.returncode for child in children] == [7, 7]  # their own exit, not -9
     finally:
         for child in children:
             if child.poll() is None:
@@ -419,6 +419,43 @@ def test_a_second_sigterm_is_passed_on_to_the_children_at_once():
             child.wait()
             if child.stdout is not None:
                 child.stdout.close()
+
+
+def test_a_third_signal_kills_children_deaf_to_sigterm():
+    """A job stuck where no Python signal handler runs (C code, blocking I/O) ignores SIGTERM in
+    effect: the parent's third signal sends SIGKILL, so Ctrl-C always ends ``-n N``."""
+    deaf = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(60)")
+    children = [subprocess.Popen([sys.executable, "-c", deaf], stdout=subprocess.PIPE)
+                for _ in range(2)]
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        handler = runner.on_signal(children, threading.Event())
+        handler(), handler()  # stopping, then a SIGTERM each: ignored
+        time.sleep(0.2)
+        assert all(child.poll() is None for child in children)
+        handler()
+        assert [child.wait(timeout=10) for child in children] == [-signal.SIGKILL] * 2
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+            if child.stdout is not None:
+                child.stdout.close()
+
+
+def test_a_sigterm_ignored_at_start_still_stops_the_worker_processes(system):
+    """A parent that inherited SIGTERM as ignored still stops its worker processes with SIGTERM
+    (they take it: before, they inherited the SIG_IGN too and Ctrl-C waited forever)."""
+    parent, sid, running, _ = _parent(
+        system, preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    os.killpg(parent.pid, signal.SIGINT)
+    code, err = _exit(parent)
+    assert code == 0 and "Traceback" not in err, err
+    trials = {t["id"]: t for t in _trials(system["server"].url, sid)}
+    assert [trials[t["id"]]["status"] for t in running] == ["completed"] * 2
 
 
 def test_sigterm_during_the_start_up_checks_is_a_clean_stop():
