@@ -54,8 +54,11 @@ def _migrate(_: argparse.Namespace) -> int:
     from .store.migrate import current, head, upgrade
 
     engine = make_engine(str(Settings().database_url))
-    before = current(engine)
-    upgrade(engine)
+    try:
+        before = current(engine)
+        upgrade(engine)
+    finally:
+        engine.dispose()
     print(f"database schema: {before or 'empty'} -> {head()}")
     return 0
 
@@ -66,9 +69,12 @@ def _keys_create(args: argparse.Namespace) -> int:
     from .store.migrate import ensure_schema
 
     engine = make_engine(str(Settings().database_url))
-    ensure_schema(engine)
-    with transaction(session_factory(engine)) as session:
-        token = create_key(session, args.owner)
+    try:
+        ensure_schema(engine)
+        with transaction(session_factory(engine)) as session:
+            token = create_key(session, args.owner)
+    finally:
+        engine.dispose()
     print(token)
     print(f"(API key for owner {args.owner!r}: shown once, store it now)", file=sys.stderr)
     return 0
@@ -87,21 +93,25 @@ def _keys_ensure(args: argparse.Namespace) -> int:
     path = Path(args.file)
     held = path.read_text().strip() if path.is_file() else ""
     engine = make_engine(str(Settings().database_url))
-    ensure_schema(engine)
-    with transaction(session_factory(engine)) as session:
-        try:
-            valid = authenticate(session, f"Bearer {held}") == owner_id_for(session, args.owner)
-        except Unauthorized:  # no key in the file, or one the database does not know
-            valid = False
-        if not valid:
-            held = create_key(session, args.owner)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.unlink(missing_ok=True)  # a new file: created with mode 0600, never wider
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "w") as out:
-                out.write(held + "\n")
-        else:
-            path.chmod(0o600)
+    try:
+        ensure_schema(engine)
+        with transaction(session_factory(engine)) as session:
+            try:
+                valid = (authenticate(session, f"Bearer {held}")
+                         == owner_id_for(session, args.owner))
+            except Unauthorized:  # no key in the file, or one the database does not know
+                valid = False
+            if not valid:
+                held = create_key(session, args.owner)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.unlink(missing_ok=True)  # a new file: created with mode 0600, never wider
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(descriptor, "w") as out:
+                    out.write(held + "\n")
+            else:
+                path.chmod(0o600)
+    finally:
+        engine.dispose()
     state = "kept" if valid else "created"
     print(f"API key of owner {args.owner!r} in {path}: {state}", file=sys.stderr)
     return 0

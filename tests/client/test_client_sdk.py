@@ -212,7 +212,8 @@ def test_records_dataframe_and_csv(bbkb, tmp_path):
     assert {"lr", "param_value", "value", "status"} <= set(records[0])
     assert all(r["value"] == r["lr"] for r in records)
     path = study.export_csv(tmp_path / "out.csv")
-    rows = list(csv.DictReader(path.open()))
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
     assert sorted(float(r["lr"]) for r in rows) == sorted(r["lr"] for r in records)
     pd = pytest.importorskip("pandas")
     frame = study.dataframe()

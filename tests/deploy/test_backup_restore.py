@@ -75,32 +75,32 @@ def _study(client: TestClient) -> int:
 
 def test_pg_dump_and_restore_give_back_the_studies(pg_database_url, tmp_path):
     env = _container_env(pg_database_url)
-    client = _client(pg_database_url, tmp_path)
-    sid = _study(client)
-    _run_trials(client, sid, 5)
-    kept = _trials(client, sid)
-    dump = tmp_path / "bbkb.dump"
-    with dump.open("wb") as out:
-        subprocess.run(_in_postgres_container("pg_dump"), stdout=out, env=env, check=True)
-    _run_trials(client, sid, 5)  # changes after the backup ...
-    assert len(_trials(client, sid)) == 10
-    client.close()
+    with _client(pg_database_url, tmp_path) as client:  # its end closes the engine's pool
+        sid = _study(client)
+        _run_trials(client, sid, 5)
+        kept = _trials(client, sid)
+        dump = tmp_path / "bbkb.dump"
+        with dump.open("wb") as out:
+            subprocess.run(_in_postgres_container("pg_dump"), stdout=out, env=env, check=True)
+        _run_trials(client, sid, 5)  # changes after the backup ...
+        assert len(_trials(client, sid)) == 10
     with dump.open("rb") as backup:  # ... are undone by the restore
         subprocess.run(_in_postgres_container("pg_restore"), stdin=backup, env=env, check=True)
-    restored = _client(pg_database_url, tmp_path)
-    assert _trials(restored, sid) == kept
-    _run_trials(restored, sid, 3)  # and the study carries on from there
-    assert len(_trials(restored, sid)) == 8
+    with _client(pg_database_url, tmp_path) as restored:
+        assert _trials(restored, sid) == kept
+        _run_trials(restored, sid, 3)  # and the study carries on from there
+        assert len(_trials(restored, sid)) == 8
 
 
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 command here")
 def test_sqlite_online_backup_gives_back_the_studies(tmp_path):
-    client = _client(f"sqlite:///{tmp_path / 'bbkb.db'}", tmp_path)
-    sid = _study(client)
-    _run_trials(client, sid, 5)
-    subprocess.run(["sqlite3", str(tmp_path / "bbkb.db"), f".backup {tmp_path / 'copy.db'}"],
-                   check=True)  # while the server holds its connections
-    restored = _client(f"sqlite:///{tmp_path / 'copy.db'}", tmp_path)
-    assert _trials(restored, sid) == _trials(client, sid)
-    _run_trials(restored, sid, 2)
-    assert len(_trials(restored, sid)) == 7
+    with _client(f"sqlite:///{tmp_path / 'bbkb.db'}", tmp_path) as client:
+        sid = _study(client)
+        _run_trials(client, sid, 5)
+        subprocess.run(["sqlite3", str(tmp_path / "bbkb.db"),
+                        f".backup {tmp_path / 'copy.db'}"],
+                       check=True)  # while the server holds its connections
+        with _client(f"sqlite:///{tmp_path / 'copy.db'}", tmp_path) as restored:
+            assert _trials(restored, sid) == _trials(client, sid)
+            _run_trials(restored, sid, 2)
+            assert len(_trials(restored, sid)) == 7

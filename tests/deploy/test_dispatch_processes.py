@@ -34,12 +34,22 @@ def servers(pg_database_url, redis_url, tmp_path):  # type: ignore[no-untyped-de
                         data_dir=tmp_path)
     a, b = create_app(settings), create_app(settings)
     client = TestClient(a)  # no `with`: the reaper and dispatcher threads stay off
-    body = {"name": "two", "candidates": np.random.default_rng(0).random((50, 2)).tolist(),
-            "objective": "function:branin", "engine": {"strategy": "bbkb", "seed": 0}}
-    sid = client.post("/v1/studies", json=body).json()["id"]
-    r = client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": 6, "parallelism": 2})
-    assert r.status_code == 200, r.text
-    return a, b, client, sid, Queue(QUEUE, connection=Redis.from_url(redis_url))
+    redis = Redis.from_url(redis_url)
+    try:
+        body = {"name": "two", "candidates": np.random.default_rng(0).random((50, 2)).tolist(),
+                "objective": "function:branin", "engine": {"strategy": "bbkb", "seed": 0}}
+        sid = client.post("/v1/studies", json=body).json()["id"]
+        r = client.post(f"/v1/studies/{sid}/dispatch",
+                        json={"n_evaluations": 6, "parallelism": 2})
+        assert r.status_code == 200, r.text
+        yield a, b, client, sid, Queue(QUEUE, connection=redis)
+    finally:  # what the lifespan's end would do: close the engines' pooled connections
+        client.close()
+        redis.close()
+        for app in (a, b):
+            app.state.sessions.kw["bind"].dispose()
+            if app.state.dispatcher is not None:
+                app.state.dispatcher.redis.close()
 
 
 def _sql(app, statement: str, **params):  # type: ignore[no-untyped-def]

@@ -4,11 +4,14 @@ and the SDK client (the workers') reads it from BBKB_API_KEY_FILE when BBKB_API_
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
 
 from client import AuthenticationError, Client
 from service.api.app import create_app
@@ -28,9 +31,20 @@ def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return url
 
 
+@contextmanager
+def _session(url: str) -> Iterator[Session]:
+    """One transaction on its own engine, disposed (its connections closed) afterwards."""
+    engine = make_engine(url)
+    try:
+        with transaction(session_factory(engine)) as session:
+            yield session
+    finally:
+        engine.dispose()
+
+
 def _owner_of(url: str, key: str) -> str | None:
     """The name of the key's owner, or None for a key the database refuses."""
-    with transaction(session_factory(make_engine(url))) as session:
+    with _session(url) as session:
         try:
             owner_id = authenticate(session, f"Bearer {key}")
         except Unauthorized:
@@ -39,7 +53,7 @@ def _owner_of(url: str, key: str) -> str | None:
 
 
 def _keys(url: str) -> int:
-    with transaction(session_factory(make_engine(url))) as session:
+    with _session(url) as session:
         return int(session.scalar(select(func.count()).select_from(ApiKey)) or 0)
 
 
@@ -55,7 +69,7 @@ def test_ensure_makes_the_key_once_and_replaces_one_the_database_refuses(databas
     assert main(["keys", "ensure", "--owner", "lab", "--file", str(path)]) == 0
     assert path.stat().st_mode & 0o777 == 0o600 and path.read_text().strip() == key
 
-    with transaction(session_factory(make_engine(database))) as session:  # revoked
+    with _session(database) as session:  # revoked
         session.execute(update(ApiKey).values(revoked_at=func.current_timestamp()))
     assert main(["keys", "ensure", "--owner", "lab", "--file", str(path)]) == 0
     renewed = path.read_text().strip()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import numpy as np
+import pytest
 
 from service.auth import create_key
 from service.problems import dataset_problem
@@ -24,6 +27,14 @@ def _server(server_factory, tmp_path: Path, auth: str):  # type: ignore[no-untyp
     url = f"sqlite:///{tmp_path / 'bbkb.db'}"
     return url, server_factory({"BBKB_DATABASE_URL": url, "BBKB_AUTH": auth,
                                 "BBKB_DATA_DIR": str(tmp_path)})
+
+
+@pytest.fixture
+def rest_client() -> Iterator[Callable[..., httpx.Client]]:
+    """Makes REST clients of the server, closed (with their sockets) when the test ends."""
+    with ExitStack() as clients:
+        yield lambda url, **options: clients.enter_context(
+            httpx.Client(base_url=url, timeout=30, **options))
 
 
 def _points(page, plot: str) -> int:  # type: ignore[no-untyped-def]
@@ -56,9 +67,9 @@ def _wait_rows(page, table: str, first_cells: list) -> None:  # type: ignore[no-
 
 
 def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, page,
-                                                       artifacts, record_property):
+                                                       artifacts, record_property, rest_client):
     _, server = _server(server_factory, tmp_path, "none")
-    http = httpx.Client(base_url=server.url, timeout=30)
+    http = rest_client(server.url)
     sid = create_study(http, name="campaign", engine=ASYNC_BBKB)["id"]
     done = run_trials(http, sid, 30, fail_every=7)
     running = http.post(f"/v1/studies/{sid}/suggestions",
@@ -111,7 +122,8 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
     # the CSV download link gives every trial
     with page.expect_download() as download:
         page.click("#csv")
-    rows = list(csv.DictReader(open(download.value.path(), encoding="utf-8")))
+    with open(download.value.path(), encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
     assert sorted(int(r["t"]) for r in rows) == every
 
     # a result posted through the API appears without a reload
@@ -133,9 +145,9 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
 
 
 def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_path, page,
-                                                         artifacts):
+                                                         artifacts, rest_client):
     _, server = _server(server_factory, tmp_path, "none")
-    http = httpx.Client(base_url=server.url, timeout=30)
+    http = rest_client(server.url)
     engine = {"strategy": "bbkb", "mode": "async", "seed": 3, "lam": 0.5, "explore": 1.0,
               "kernel": {"name": "rbf"}, "ard": True}  # no lengthscale: chosen by the engine
     study = create_study(http, name="auto-kernel", engine=engine)
@@ -197,9 +209,10 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
     assert shot.stat().st_size > 10_000
 
 
-def test_many_ard_dimensions_plot_their_geometric_mean(server_factory, tmp_path, page):
+def test_many_ard_dimensions_plot_their_geometric_mean(server_factory, tmp_path, page,
+                                                       rest_client):
     _, server = _server(server_factory, tmp_path, "none")
-    http = httpx.Client(base_url=server.url, timeout=30)
+    http = rest_client(server.url)
     X = candidates(60, 10)
     sid = create_study(http, name="wide", candidates=X.tolist(), engine={
         "strategy": "bbkb", "mode": "async", "seed": 3, "lam": 0.5, "kernel": {"name": "rbf"},
@@ -223,16 +236,15 @@ def test_many_ard_dimensions_plot_their_geometric_mean(server_factory, tmp_path,
     assert [float(shown[f"lengthscale-{j}"]) for j in range(10)] == ells
 
 
-def test_keys_mode_asks_for_the_key_sorts_and_isolates_owners(server_factory, tmp_path, page):
+def test_keys_mode_asks_for_the_key_sorts_and_isolates_owners(server_factory, tmp_path, page,
+                                                               rest_client):
     url, server = _server(server_factory, tmp_path, "keys")
     engine = make_engine(url)
     with transaction(session_factory(engine)) as session:
         alice, bob = create_key(session, "alice"), create_key(session, "bob")
     engine.dispose()
-    as_alice = httpx.Client(base_url=server.url, timeout=30,
-                            headers={"Authorization": f"Bearer {alice}"})
-    as_bob = httpx.Client(base_url=server.url, timeout=30,
-                          headers={"Authorization": f"Bearer {bob}"})
+    as_alice = rest_client(server.url, headers={"Authorization": f"Bearer {alice}"})
+    as_bob = rest_client(server.url, headers={"Authorization": f"Bearer {bob}"})
     problem = dataset_problem("abalone")
     rng = np.random.default_rng(0)
     arms = create_study(as_alice, name="alice-abalone", candidates=problem.candidates.tolist(),

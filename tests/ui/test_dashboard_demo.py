@@ -32,3 +32,5 @@ def test_demo_prints_a_dashboard_that_shows_the_running_study(tmp_path, page):
         if demo.poll() is None:
             demo.terminate()
             demo.wait(timeout=30)
+        if demo.stdout is not None:
+            demo.stdout.close()
