@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -394,15 +394,29 @@ while True:
 """
 
 
+@contextlib.contextmanager
+def _ready(code: str, n: int = 2) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``n`` Python processes running ``code``, once each printed 'ready'; killed afterwards."""
+    children = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+                for _ in range(n)]
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        yield children
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+            if child.stdout is not None:
+                child.stdout.close()
+
+
 def test_a_second_sigterm_is_passed_on_to_the_children_at_once():
     """The parent's handler: the first SIGTERM only sets ``stopping`` (supervise then sends the
     children their SIGTERM); a second one sends them another without waiting, so jobs stop now
     rather than when they end."""
-    children = [subprocess.Popen([sys.executable, "-c", ENDS_AT_THE_SECOND_SIGTERM],
-                                 stdout=subprocess.PIPE) for _ in range(2)]
-    try:
-        for child in children:
-            assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+    with _ready(ENDS_AT_THE_SECOND_SIGTERM) as children:
         stopping = threading.Event()
         handler = runner.on_signal(children, stopping)
         handler()
@@ -412,13 +426,6 @@ def test_a_second_sigterm_is_passed_on_to_the_children_at_once():
             assert child.stdout is not None and child.stdout.readline() == b"warm\n"
         assert runner.supervise(children, poll=0.05, stopping=stopping) == 0
         assert [child.returncode for child in children] == [7, 7]  # their own exit, not -9
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-            child.wait()
-            if child.stdout is not None:
-                child.stdout.close()
 
 
 def test_a_third_signal_kills_children_deaf_to_sigterm():
@@ -426,24 +433,13 @@ def test_a_third_signal_kills_children_deaf_to_sigterm():
     effect: the parent's third signal sends SIGKILL, so Ctrl-C always ends ``-n N``."""
     deaf = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
             "print('ready', flush=True); time.sleep(60)")
-    children = [subprocess.Popen([sys.executable, "-c", deaf], stdout=subprocess.PIPE)
-                for _ in range(2)]
-    try:
-        for child in children:
-            assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+    with _ready(deaf) as children:
         handler = runner.on_signal(children, threading.Event())
         handler(), handler()  # stopping, then a SIGTERM each: ignored
         time.sleep(0.2)
         assert all(child.poll() is None for child in children)
         handler()
         assert [child.wait(timeout=10) for child in children] == [-signal.SIGKILL] * 2
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-            child.wait()
-            if child.stdout is not None:
-                child.stdout.close()
 
 
 def test_a_sigterm_ignored_at_start_still_stops_the_worker_processes(system):
