@@ -14,6 +14,7 @@ cannot be saved.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import signal
@@ -241,8 +242,10 @@ def _stop(children: list[Popen[bytes]], server: ServerProcess | None,
 
     stopping = threading.Event()
     stopping.set()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, runner.on_signal(children, stopping))
+    handler = runner.on_signal(children, stopping)
+    for signum in runner.HANDLED:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, handler)
     try:
         runner.stop(children, timeout=10)
     finally:
@@ -323,14 +326,17 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"bbkb demo: error: {problem}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _interrupt)  # a terminated demo still stops its processes
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # a terminated demo, or one whose terminal
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # closed, still stops its processes
+            signal.signal(signum, _interrupt)
     try:
         if args.data_dir:
             return run(args.evaluations, args.workers, args.delay, args.data_dir, args.plot)
         with tempfile.TemporaryDirectory(prefix="bbkb-demo-") as tmp:
             return run(args.evaluations, args.workers, args.delay, Path(tmp), args.plot)
     except KeyboardInterrupt:
-        print("\ninterrupted: every process was stopped")
+        with contextlib.suppress(OSError):  # after a hangup the terminal may be gone
+            print("\ninterrupted: every process was stopped", flush=True)
         return 130
     except (DemoError, RuntimeError, httpx.HTTPError) as error:  # RuntimeError: Redis or the
         # server did not start; HTTPError: the server stopped answering after the progress bar

@@ -8,9 +8,10 @@ the job in progress finish its evaluation (a warm shutdown: it takes no next tri
 waited for); a second one stops it (a cold shutdown). With ``-n N`` the parent takes SIGTERM
 and SIGINT (Ctrl-C) for all: its worker processes ignore SIGINT, so Ctrl-C at a terminal
 reaches them once, as the parent's SIGTERM, a second Ctrl-C or SIGTERM as a second, and a third
-as a SIGKILL (for a job stuck where no signal handler runs). A SIGINT or SIGTERM inherited as
-ignored (SIGINT in a background job of a script) stays ignored by the process that inherited
-it (a ``-n N`` parent's worker processes still take its SIGTERM), and a worker process whose
+as a SIGKILL (for a job stuck where no signal handler runs). SIGHUP (the terminal closed) is
+taken as SIGTERM. A SIGINT, SIGTERM or SIGHUP inherited as ignored (SIGINT in a background job
+of a script, SIGHUP under nohup) stays ignored by the process that inherited it (a ``-n N``
+parent's worker processes still take its SIGTERM), and a worker process whose
 parent is gone (killed with SIGKILL) stops by itself: warm, or cold if a warm stop was under
 way. A worker needs only ``BBKB_REDIS_URL`` (or ``--redis-url``) and
 ``BBKB_URL`` (+ ``BBKB_API_KEY`` or ``BBKB_API_KEY_FILE``). At start it pings Redis and makes
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from redis import Redis
 
 QUEUE = "bbkb"
+#: The signals a ``-n N`` parent (and ``bbkb demo``) takes for its worker processes: SIGHUP
+#: (the terminal closed) as SIGTERM.
+HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class StartupError(Exception):
@@ -54,13 +58,14 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     import service.problems  # noqa: F401 - the built-in objectives' numpy/scipy, paid at start
     import workers.job  # noqa: F401 - import once, before the first job
 
-    ignored = [signal.SIGINT] if parent is not None else [  # SIGTERM: the parent's stop
-        signum for signum in (signal.SIGINT, signal.SIGTERM)
+    ignored = [signal.SIGINT, signal.SIGHUP] if parent is not None else [  # the parent's
+        signum for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGTERM stops
         if signal.getsignal(signum) is signal.SIG_IGN]
 
     class Worker(SimpleWorker):
         def _install_signal_handlers(self) -> None:
             super()._install_signal_handlers()
+            signal.signal(signal.SIGHUP, self.request_stop)  # a closed terminal: as SIGTERM
             _ignore(ignored)
 
         def request_stop(self, signum, frame):  # type: ignore[no-untyped-def]
@@ -253,8 +258,8 @@ def run_children(redis_url: str, processes: int, burst: bool = False) -> int:
     children: list[subprocess.Popen[bytes]] = []
     stopping = threading.Event()  # a child still in its start-up checks dies of the SIGTERM
     handler = on_signal(children, stopping)
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        if signal.getsignal(signum) is not signal.SIG_IGN:  # SIGINT of `cmd &` in a script
+    for signum in HANDLED:
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # SIGINT of `cmd &`, nohup's SIGHUP
             signal.signal(signum, handler)
     try:
         for _ in range(processes):
@@ -267,8 +272,9 @@ def run_children(redis_url: str, processes: int, burst: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    if "--parent" in sys.argv:  # a child of spawn(): Ctrl-C is its parent's to pass on
+    if "--parent" in sys.argv:  # a child of spawn(): Ctrl-C and hangups are its parent's
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # even if the parent inherited SIG_IGN
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by spawn()
     raise SystemExit(main())

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+
+import pytest
 
 
 def test_demo_runs_end_to_end(tmp_path):
@@ -70,14 +73,14 @@ def _all_gone(processes: list, timeout: float) -> bool:  # type: ignore[type-arg
     return True
 
 
-def test_ctrl_c_stops_the_demo_in_order_and_quietly(tmp_path):
-    """Ctrl-C reaches the whole foreground group; only the demo acts on it and stops the workers
-    (warm), then the server, then Redis: before, each took it at once, and the workers' last
-    posts and RQ's deregistration met a server and a Redis already gone (tracebacks, 10 s)."""
-    import signal
-
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP], ids=["int", "hup"])
+def test_ctrl_c_stops_the_demo_in_order_and_quietly(tmp_path, signum):
+    """Ctrl-C (or the terminal's hangup) reaches the whole foreground group; only the demo acts
+    on it and stops the workers (warm), then the server, then Redis: before, each took Ctrl-C
+    at once, and the workers' last posts and RQ's deregistration met a server and a Redis
+    already gone (tracebacks, 10 s); a hangup killed the demo and its workers on the spot."""
     demo, processes, _ = _started_demo(tmp_path)
-    os.killpg(demo.pid, signal.SIGINT)
+    os.killpg(demo.pid, signum)
     out, _ = demo.communicate(timeout=60)
     assert demo.returncode == 130 and "interrupted: every process was stopped" in out, out
     assert "Traceback" not in out and "could not connect" not in out.lower(), out[-3000:]
@@ -87,7 +90,6 @@ def test_ctrl_c_stops_the_demo_in_order_and_quietly(tmp_path):
 def test_a_second_ctrl_c_stops_the_workers_cold_and_still_stops_everything(tmp_path):
     """A second Ctrl-C while the demo waits for its workers' 8 s evaluations stops them at once
     (no 10 s wait), and the server and Redis are still stopped after them."""
-    import signal
     import time
 
     from redis import Redis

@@ -188,25 +188,26 @@ def test_the_parent_exits_non_zero_naming_a_child_that_died(system):
     assert not psutil.pid_exists(children[1].pid)  # the other was stopped (and reaped)
 
 
-def _parent(system: dict[str, Any], delay: float = 2.0, **popen: Any
+def _parent(system: dict[str, Any], delay: float = 2.0, n: int = 2, **popen: Any
             ) -> tuple[subprocess.Popen[str], int, list, Path]:
-    """``bbkb worker -n 2`` in a session of its own (as at a terminal: its own process group),
+    """``bbkb worker -n n`` in a session of its own (as at a terminal: its own process group),
     once each worker process is inside an evaluation of ``delay`` s: (parent, study, the trials
     being evaluated, the directory where each evaluation leaves a file as it begins)."""
     url, marks = system["server"].url, Path(system["env"]["BBKB_DATA_DIR"], "marks")
     marks.mkdir()
     parent = subprocess.Popen(
-        [sys.executable, "-m", "workers.runner", "--redis-url", system["redis"].url, "-n", "2"],
+        [sys.executable, "-m", "workers.runner", "--redis-url", system["redis"].url, "-n",
+         str(n)],
         env={**os.environ, "BBKB_URL": url, "BBKB_TEST_DELAY": str(delay),
              "BBKB_TEST_MARKS": str(marks)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         **popen)
     sid = _study(url, f"{HERE}:marked")
-    httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 6, "parallelism": 2})
-    _until(lambda: len({mark.name.split("-")[0] for mark in marks.iterdir()}) == 2, 60,
-           "both worker processes evaluate")
+    httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 6, "parallelism": n})
+    _until(lambda: len({mark.name.split("-")[0] for mark in marks.iterdir()}) == n, 60,
+           "every worker process evaluates")
     running = [t for t in _trials(url, sid) if t["status"] == "running"]
-    assert len(running) == 2
+    assert len(running) == n
     return parent, sid, running, marks
 
 
@@ -217,20 +218,23 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_ctrl_c_at_a_terminal_lets_every_evaluation_in_progress_finish(system):
-    """The terminal sends SIGINT to the whole foreground group: the parent passes it on once
-    (its worker processes ignore SIGINT), so both evaluations finish and are posted, and no
-    further one begins."""
-    parent, sid, running, marks = _parent(system)
+@pytest.mark.parametrize("signum, n", [(signal.SIGINT, 2), (signal.SIGHUP, 2),
+                                       (signal.SIGHUP, 1)], ids=["int-2", "hup-2", "hup-1"])
+def test_ctrl_c_at_a_terminal_lets_every_evaluation_in_progress_finish(system, signum, n):
+    """The terminal sends SIGINT (Ctrl-C) or SIGHUP (closed) to the whole foreground group: a
+    ``-n N`` parent passes it on once (its worker processes ignore both), a single worker takes
+    SIGHUP as SIGTERM, so every evaluation finishes and is posted, and no further one begins.
+    (Before, SIGHUP killed the worker processes with their evaluations.)"""
+    parent, sid, running, marks = _parent(system, n=n)
     children = psutil.Process(parent.pid).children()
     begun = len(list(marks.iterdir()))
-    os.killpg(parent.pid, signal.SIGINT)
+    os.killpg(parent.pid, signum)
     code, err = _exit(parent)
     assert code == 0 and "Traceback" not in err, err
     assert all(_gone(child.pid) for child in children)
     trials = {t["id"]: t for t in _trials(system["server"].url, sid)}
     assert [(trials[t["id"]]["status"], trials[t["id"]]["attempt"]) for t in running] == [
-        ("completed", 1)] * 2
+        ("completed", 1)] * n
     assert len(list(marks.iterdir())) == begun
 
 
