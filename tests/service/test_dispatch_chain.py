@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,18 +23,33 @@ def redis_url() -> Iterator[str]:
     server.stop()
 
 
-def _system(tmp_path, redis_url: str, mode: str = "async", n: int = 5):  # type: ignore[no-untyped-def]
-    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'chain.db'}",
-                              redis_url=redis_url, auth="none", data_dir=tmp_path))
-    app.state.dispatcher.queue.connection.flushall()
-    client = TestClient(app)  # no `with`: the dispatcher thread stays off, the test drives it
-    body = {"name": "chain", "candidates": np.random.default_rng(0).random((60, 2)).tolist(),
-            "objective": "function:branin", "engine": {"strategy": "bbkb", "seed": 0,
-                                                        "mode": mode}}
-    sid = client.post("/v1/studies", json=body).json()["id"]
-    r = client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": n, "parallelism": 2})
-    assert r.status_code == 200, r.text
-    return app, client, sid
+@pytest.fixture
+def system(redis_url: str) -> Iterator[Callable[..., tuple[Any, TestClient, int]]]:
+    """Builds (app, client, study id) with a dispatch of ``n`` evaluations; closes the client,
+    the engine's pooled connections and the dispatcher's Redis connection afterwards (what the
+    lifespan's end would do)."""
+    apps: list[tuple[Any, TestClient]] = []
+
+    def build(tmp_path: Path, mode: str = "async", n: int = 5) -> tuple[Any, TestClient, int]:
+        app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'chain.db'}",
+                                  redis_url=redis_url, auth="none", data_dir=tmp_path))
+        client = TestClient(app)  # no `with`: the dispatcher thread stays off, the test drives it
+        apps.append((app, client))
+        app.state.dispatcher.queue.connection.flushall()
+        body = {"name": "chain", "candidates": np.random.default_rng(0).random((60, 2)).tolist(),
+                "objective": "function:branin", "engine": {"strategy": "bbkb", "seed": 0,
+                                                            "mode": mode}}
+        sid = client.post("/v1/studies", json=body).json()["id"]
+        r = client.post(f"/v1/studies/{sid}/dispatch",
+                        json={"n_evaluations": n, "parallelism": 2})
+        assert r.status_code == 200, r.text
+        return app, client, sid
+
+    yield build
+    for app, client in apps:
+        client.close()
+        app.state.sessions.kw["bind"].dispose()
+        app.state.dispatcher.redis.close()
 
 
 def _complete(client, sid: int, job: dict, value: float, **extra):  # type: ignore[no-untyped-def]
@@ -40,8 +57,8 @@ def _complete(client, sid: int, job: dict, value: float, **extra):  # type: igno
         "trial_id": job["trial_id"], "value": value, "worker_id": job["worker_id"]} | extra)
 
 
-def test_each_result_brings_the_next_trial_until_the_budget_is_spent(tmp_path, redis_url):
-    app, client, sid = _system(tmp_path, redis_url)
+def test_each_result_brings_the_next_trial_until_the_budget_is_spent(tmp_path, system):
+    app, client, sid = system(tmp_path)
     assert app.state.dispatcher.top_up(sid) == 2
     queue = app.state.dispatcher.queue
     jobs = [job.args[0] for job in queue.jobs]
@@ -78,8 +95,8 @@ def test_each_result_brings_the_next_trial_until_the_budget_is_spent(tmp_path, r
     assert client.get(f"/v1/studies/{sid}/dispatch").json() == status
 
 
-def test_no_next_trial_when_paused_asked_not_to_or_in_sync_mode(tmp_path, redis_url):
-    app, client, sid = _system(tmp_path, redis_url, n=50)
+def test_no_next_trial_when_paused_asked_not_to_or_in_sync_mode(tmp_path, system):
+    app, client, sid = system(tmp_path, n=50)
     app.state.dispatcher.top_up(sid)
     jobs = [job.args[0] for job in app.state.dispatcher.queue.jobs]
     assert _complete(client, sid, jobs[0], 1.0, next=False).json()["next"] is None
@@ -88,7 +105,7 @@ def test_no_next_trial_when_paused_asked_not_to_or_in_sync_mode(tmp_path, redis_
     bad = _complete(client, sid, jobs[1] | {"worker_id": "someone"}, 1.0)
     assert bad.status_code == 422 and bad.json()["field"] == "worker_id"
 
-    app, client, sid = _system(tmp_path / "sync", redis_url, mode="sync", n=50)
+    app, client, sid = system(tmp_path / "sync", mode="sync", n=50)
     app.state.dispatcher.top_up(sid)
     job = app.state.dispatcher.queue.jobs[0].args[0]
     assert _complete(client, sid, job, 1.0).json()["next"] is None  # sync: whole batches
