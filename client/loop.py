@@ -36,7 +36,7 @@ from concurrent.futures import (
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from service.api.schemas import TrialPublic
+from service.api.schemas import VALUE_LIMIT, TrialPublic
 
 from .errors import BBKBError, ConflictError, ServerUnavailable
 
@@ -113,16 +113,22 @@ def _evaluate(fn: Callable[..., Any], parameters: dict[str, Any], names: list[st
     return fn(**parameters)
 
 
-def as_value(result: Any) -> tuple[float | None, str | None]:
-    """(value, None) for a finite number, else (None, why not)."""
+def as_value(result: Any, source: str = "fn") -> tuple[float | None, str | None]:
+    """(value, None) for a finite number within +-VALUE_LIMIT (what the server accepts as a
+    result), else (None, why not, naming ``source``)."""
     if isinstance(result, bool | str | bytes) or not hasattr(result, "__float__"):
-        return None, f"fn returned {type(result).__name__} {result!r:.100}, not a number"
+        return None, f"{source} returned {type(result).__name__} {result!r:.100}, not a number"
     try:
         value = float(result)
+    except OverflowError:  # an int beyond float64 (its repr may be too long to print)
+        return None, (f"{source} returned an integer of {int(result).bit_length()} bits, "
+                      f"outside +-{VALUE_LIMIT:g}")
     except (TypeError, ValueError) as exc:
-        return None, f"fn returned {type(result).__name__}, not a number: {exc}"
+        return None, f"{source} returned {type(result).__name__}, not a number: {exc}"
     if not math.isfinite(value):
-        return None, f"fn returned {value}, not a finite number"
+        return None, f"{source} returned {value}, not a finite number"
+    if abs(value) > VALUE_LIMIT:
+        return None, f"{source} returned {value!r}, outside +-{VALUE_LIMIT:g}"
     return value, None
 
 

@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl
 
 import numpy as np
 
-from service.engine.strategy import MAX_MAGNITUDE
+from client.loop import as_value
 
 
 @dataclass(frozen=True)
@@ -98,27 +98,14 @@ def _import(module: str, attribute: str) -> Callable[..., Any]:
     return evaluate
 
 
-#: The server's working range of values: a value outside it would be refused with a 422, so it
-#: fails the trial for good here already.
-VALUE_LIMIT = MAX_MAGNITUDE
-
-
 def run(objective: Objective, candidate: int, vector: list[float],
         parameters: Mapping[str, Any]) -> float:
-    """Evaluate once; a value that is not a finite number within +-VALUE_LIMIT raises
-    ValueError with the reason."""
+    """Evaluate once; a value that is not a finite number within +-VALUE_LIMIT (the server
+    would refuse it with a 422) raises ValueError with the reason: the trial fails for good."""
     if objective.delay > 0:
         time.sleep(objective.delay)
-    value = objective.evaluate(candidate, vector, parameters)
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise ValueError(f"objective returned {type(value).__name__} {value!r}, not a number")
-    try:
-        number = float(value)
-    except OverflowError:  # an int beyond float64 (its repr may be too long to print)
-        raise ValueError(f"objective returned an integer of {int(value).bit_length()} bits, "
-                         f"outside +-{VALUE_LIMIT:g}") from None
-    if not np.isfinite(number):
-        raise ValueError(f"objective returned a non-finite value {value!r}")
-    if abs(number) > VALUE_LIMIT:
-        raise ValueError(f"objective returned {number!r}, outside +-{VALUE_LIMIT:g}")
-    return number
+    value, problem = as_value(objective.evaluate(candidate, vector, parameters), "objective")
+    if problem is not None:
+        raise ValueError(problem)
+    assert value is not None
+    return value

@@ -15,8 +15,10 @@ from ..searchspace import Parameter
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
 WorkerId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
-#: An evaluation's result: a JSON number (not a bool or a string; the engine refuses |v| > 1e100).
+#: An evaluation's result: a JSON number (not a bool or a string) within +-VALUE_LIMIT (the
+#: engine's MAX_MAGNITUDE: it refuses a larger one with a 422).
 ResultValue = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+VALUE_LIMIT = 1e100
 TrialStatus = Literal["pending", "running", "completed", "failed", "abandoned"]
 
 

@@ -62,25 +62,37 @@ def test_exceptions_fail_the_trial_retryably_and_the_study_carries_on(bbkb):
     assert all(t.error.startswith("RuntimeError: flaky at") for t in retried)
 
 
-def test_non_numbers_fail_for_good(bbkb):
-    def sometimes_nan(x0: float, x1: float) -> float:
-        return float("nan") if x0 < 0.3 else x0
+@pytest.mark.parametrize("bad, reason", [(float("nan"), "not a finite number"),
+                                         (1e200, "outside +-1e+100")])
+def test_non_numbers_fail_for_good(bbkb, bad, reason):
+    """A value the server would refuse fails its trial for good; the run goes on (a value
+    beyond 1e100 used to end optimize() with the server's ValidationError)."""
+    def sometimes_bad(x0: float, x1: float) -> float:
+        return bad if x0 < 0.3 else x0
 
     X = np.random.default_rng(4).random((150, 2))
-    study = bbkb.create_study("nan", candidates=X, engine={"strategy": "uniform"})
-    result = study.optimize(sometimes_nan, 20, n_workers=2, progress=False)
+    study = bbkb.create_study("bad", candidates=X, engine={"strategy": "uniform"})
+    result = study.optimize(sometimes_bad, 20, n_workers=2, progress=False)
     assert result.n_completed + result.n_failed == 20 and result.n_failed > 0
     failed = list(study.trials(status="failed"))
     assert len(failed) == result.n_failed
-    assert all(t.attempt == 1 and "not a finite number" in t.error for t in failed)
+    assert all(t.attempt == 1 and reason in t.error for t in failed)
 
 
 def test_as_value():
     assert as_value(np.float32(1.5)) == (1.5, None)
     assert as_value(np.array(2.0)) == (2.0, None)
-    for bad in ("1.5", None, True, [1.0], np.ones(2), float("inf")):
+    assert as_value(-1e100) == (-1e100, None)
+    for bad in ("1.5", None, True, [1.0], np.ones(2), float("inf"), 1.1e100, -(10**400)):
         value, reason = as_value(bad)
         assert value is None and "fn returned" in reason
+
+
+def test_the_sdk_and_the_engine_agree_on_the_largest_value():
+    from service.api.schemas import VALUE_LIMIT
+    from service.engine.strategy import MAX_MAGNITUDE
+
+    assert VALUE_LIMIT == MAX_MAGNITUDE
 
 
 def test_process_executor_and_vector_mode(study):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import httpx
+import httpx2
 import numpy as np
 import pytest
 
@@ -31,7 +31,7 @@ def _wait(url: str, sid: int, until, timeout: float, poll: float = 0.2) -> dict:
     """Poll the study's dispatch status until ``until(status)``; its last value."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status = httpx.get(f"{url}/v1/studies/{sid}/dispatch").json()
+        status = httpx2.get(f"{url}/v1/studies/{sid}/dispatch").json()
         if until(status):
             return status
         time.sleep(poll)
@@ -47,14 +47,14 @@ def _warm(status: dict) -> bool:
 
 
 def _dispatch_and_wait(url: str, sid: int, n: int, timeout: float = 120, **plan) -> dict:  # type: ignore[no-untyped-def]
-    r = httpx.post(f"{url}/v1/studies/{sid}/dispatch",
+    r = httpx2.post(f"{url}/v1/studies/{sid}/dispatch",
                    json={"n_evaluations": n, "parallelism": 4} | plan)
     assert r.status_code == 200, r.text
     return _wait(url, sid, _done, timeout)
 
 
 def _trials(url: str, sid: int) -> list[dict]:
-    return httpx.get(f"{url}/v1/studies/{sid}/trials", params={"limit": 10_000}).json()["trials"]
+    return httpx2.get(f"{url}/v1/studies/{sid}/trials", params={"limit": 10_000}).json()["trials"]
 
 
 def test_four_workers_evaluate_a_study_end_to_end(system):
@@ -76,7 +76,7 @@ def test_a_killed_worker_loses_nothing(system):
     _start_workers(system, 2, BBKB_TEST_DELAY="1.0")
     sid = _study(url, "tests.workers.objective_fns:slow", max_attempts=50, lease_seconds=2.0)
     # (many attempts: under CI load a live worker's heartbeat can miss a 2 s lease too)
-    httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 8, "parallelism": 2})
+    httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 8, "parallelism": 2})
     _wait(url, sid, _warm, 60, poll=0.05)
     time.sleep(0.3)  # both workers are now inside a 1 s evaluation
     system["workers"][0].kill()
@@ -90,7 +90,7 @@ def test_a_killed_worker_loses_nothing(system):
 
 
 @pytest.mark.parametrize("objective, expect", [
-    ("flaky", "flaky instrument"), ("nan", "non-finite"), ("text", "not a number")])
+    ("flaky", "flaky instrument"), ("nan", "not a finite number"), ("text", "not a number")])
 def test_bad_objectives_fail_with_a_reason_and_the_study_carries_on(system, objective, expect):
     url = system["server"].url
     _start_workers(system, 2)
@@ -119,7 +119,7 @@ def test_redis_flushed_mid_run_is_repaired_from_the_database(system):
 
     url = system["server"].url
     sid = _study(url, "tests.workers.objective_fns:quadratic")
-    httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 12, "parallelism": 4})
+    httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 12, "parallelism": 4})
     time.sleep(1.0)  # jobs enqueued, no worker yet
     Redis.from_url(system["redis"].url).flushall()
     _start_workers(system, 2)
@@ -131,7 +131,7 @@ def test_the_server_restarted_mid_run_loses_no_result(system):
     url = system["server"].url
     _start_workers(system, 3, BBKB_TEST_DELAY="0.5")
     sid = _study(url, "tests.workers.objective_fns:slow")
-    httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 15, "parallelism": 3})
+    httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 15, "parallelism": 3})
     time.sleep(1.2)
     port = system["server"].port
     system["server"].kill()
@@ -167,7 +167,7 @@ def test_sigterm_lets_the_evaluation_in_progress_finish(system):
     url = system["server"].url
     _start_workers(system, 1, BBKB_TEST_DELAY="1.5")
     sid = _study(url, "tests.workers.objective_fns:slow", lease_seconds=30.0)
-    httpx.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 3, "parallelism": 1})
+    httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 3, "parallelism": 1})
     _wait(url, sid, _warm, 60, poll=0.05)  # warm: the next evaluation starts now
     time.sleep(0.4)  # inside the second 1.5 s evaluation
     worker = system["workers"].pop()
