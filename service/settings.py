@@ -24,7 +24,6 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     auth: Literal["keys", "none"] = Field(
         default="keys", description="'none' = single-user embedded mode: every caller is 'local'.")
-    lease_seconds: float = Field(default=300.0, gt=0)
     reaper_interval: float = Field(default=5.0, gt=0)
     max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)
     max_inline_numbers: int = Field(default=2_000_000, gt=0)

@@ -133,7 +133,9 @@ class CompleteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     value: ResultValue
-    worker_id: WorkerId | None = None
+    worker_id: WorkerId | None = Field(default=None, description=(
+        "Who sends the result; not checked (unlike fail and heartbeat): a result is used "
+        "whoever holds the lease now, so that no evaluation is lost."))
 
 
 class FailRequest(BaseModel):

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from typing import Any
 
 from .errors import ConfigError
 from .kernels import DEFAULT_BLOCK_ROWS, Kernel, make_kernel
 from .normalize import NORMALIZERS
 
-StrategyName = Literal["bbkb", "bkb", "gp-ucb", "gp-bucb", "uniform", "epsilon-greedy", "thompson",
-                       "gssbo", "go-ucb"]
 STRATEGIES: tuple[str, ...] = ("bbkb", "bkb", "gp-ucb", "gp-bucb", "uniform", "epsilon-greedy",
                                "thompson", "gssbo", "go-ucb")
 #: How GSSBO / GO-UCB close their batches; GSSBO buffer selection rules (gssbo.py).
@@ -79,7 +77,7 @@ class EngineConfig:
     batch_rule: str = "sequential"
     gssbo_initial: int = 20  # n0, the initial design, always kept in the buffer
     gssbo_buffer: int | None = 100  # M; None: every observation (GP-UCB), or the time rule
-    gssbo_selection: str = "gradient"  # gssbo.SELECTIONS ("random" is the paper's RSSBO)
+    gssbo_selection: str = "gradient"  # GSSBO_SELECTIONS ("random" is the paper's RSSBO)
     gssbo_gradient_noise: float = 0.1  # sd of the perturbation of the normalised gradients
     gssbo_time_factor: float | None = None  # Z of the paper's time rule (breaks exact replay)
     horizon: int = 1000  # T: GO-UCB's Phase I has ceil(sqrt(T)) points, lam sqrt(T) log^2 T

@@ -33,7 +33,7 @@ import numpy as np
 from scipy import linalg, optimize
 
 from .errors import ConfigError
-from .gssbo import unit_cube
+from .normalize import choose_scaling
 
 RIDGE = 1e-4
 #: Most weights p of the network: Sigma is p x p (134 MB at 4096) and every ask's gradients
@@ -76,11 +76,6 @@ class Network:
         G[:, -self.hidden - 1 : -1] = s
         G[:, -1] = 1.0
         return s @ w2 + b2, G
-
-    def input_gradient(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """grad_x f(x; w) = W1^T (w2 * s'), shape (n, d)."""
-        s, W1, w2, _ = self._hidden(X, w)
-        return (w2 * s * (1.0 - s)) @ W1
 
     def initial(self, rng: np.random.Generator) -> np.ndarray:
         """Seeded starting weights: W1 ~ N(0, 4/d), b1 ~ N(0, 1), w2 ~ N(0, 1/h), b2 = 0."""
@@ -167,7 +162,7 @@ class GOUCBModel:
 
     def __init__(self, candidates: np.ndarray, *, hidden: int, horizon: int, lam: float | None,
                  restarts: int) -> None:
-        self.X = unit_cube(candidates)
+        self.X = choose_scaling(candidates, "unit").apply(candidates)  # [0, 1]^d
         check_network(self.X.shape[1], hidden)
         self.net = Network(self.X.shape[1], hidden)
         self.lam = lam if lam is not None else math.sqrt(horizon) * math.log(horizon) ** 2

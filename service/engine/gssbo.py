@@ -63,14 +63,7 @@ from .hyperparameters import (
     squared_distances,
 )
 from .kernels import Matern52
-
-SELECTIONS: tuple[str, ...] = ("gradient", "column", "scalar", "random")
-
-
-def unit_cube(candidates: np.ndarray) -> np.ndarray:
-    """Candidates mapped affinely to [0, 1]^d per column (constant columns to 0)."""
-    low, span = candidates.min(axis=0), np.ptp(candidates, axis=0)
-    return (candidates - low) / np.where(span > 0, span, 1.0)
+from .normalize import choose_scaling
 
 
 # ------------------------------------------------------------------ gradients (paper Sec. 4.1)
@@ -297,7 +290,7 @@ class GSSBOModel:
     def __init__(self, candidates: np.ndarray, *, initial: int, size: int | None,
                  selection: str, gradient_noise: float, restarts: int,
                  time_factor: float | None = None) -> None:
-        self.X = unit_cube(candidates)
+        self.X = choose_scaling(candidates, "unit").apply(candidates)  # [0, 1]^d
         self.initial, self.size, self.selection = initial, size, selection
         self.gradient_noise, self.restarts = gradient_noise, restarts
         self.time_rule = TimeRule(time_factor) if time_factor is not None else None

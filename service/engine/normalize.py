@@ -34,9 +34,6 @@ class Scaling:
             return X
         return np.ascontiguousarray((X - self.shift) / self.scale)
 
-    def to_dict(self) -> dict[str, object]:
-        return {"method": self.method, "shift": self.shift.tolist(), "scale": self.scale.tolist()}
-
 
 def choose_scaling(X: np.ndarray, method: str) -> Scaling:
     """The scaling of ``method`` for the (A, d) candidate matrix X."""

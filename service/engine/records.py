@@ -19,7 +19,6 @@ import numpy as np
 from .errors import SelectionError
 
 PENDING, OBSERVED, ABANDONED = 0, 1, 2
-STATUS_NAMES = {PENDING: "pending", OBSERVED: "observed", ABANDONED: "abandoned"}
 SUGGESTED, IMPORTED = 0, 1
 
 _FIELDS: dict[str, np.dtype] = {
@@ -103,6 +102,3 @@ class Records:
     def unfolded_resolved(self) -> np.ndarray:
         """Indices t of records whose outcome arrived but is not yet folded into the model."""
         return np.flatnonzero((self.status != PENDING) & (self.folded < 0))
-
-    def all_resolved(self) -> bool:
-        return bool(np.all(self.status != PENDING))

@@ -7,7 +7,8 @@ import pytest
 from scipy import linalg
 
 from service.engine import ConfigError, EngineConfig, Strategy, gssbo
-from service.engine.gssbo import SELECTIONS, GSSPosterior, TimeRule, diverse_subset, select_buffer
+from service.engine.config import GSSBO_SELECTIONS as SELECTIONS
+from service.engine.gssbo import GSSPosterior, TimeRule, diverse_subset, select_buffer
 from service.engine.hyperparameters import Hyperparameters
 from service.engine.kernels import Matern52
 
