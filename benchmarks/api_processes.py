@@ -23,7 +23,7 @@ import uuid
 import warnings
 from pathlib import Path
 
-import httpx
+import httpx2
 import numpy as np
 import psutil
 
@@ -64,7 +64,7 @@ def run(api_processes: int, n_candidates: int, n_evaluations: int) -> dict[str, 
     server = ServerProcess(env, workers=api_processes).start()
     children = runner.spawn(redis.url, 2, env={"BBKB_URL": server.url})
     try:
-        with httpx.Client(base_url=server.url, timeout=120) as http:
+        with httpx2.Client(base_url=server.url, timeout=120) as http:
             sid = http.post("/v1/studies", json={
                 "name": "api-processes", "candidates": candidates.tolist(),
                 "objective": "function:branin",

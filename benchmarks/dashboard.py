@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 import numpy as np
 
 from service.problems import dataset_problem
@@ -47,7 +47,7 @@ ENGINE = {"strategy": "bbkb", "mode": "async", "lam": 1.0, "explore": 0.1, "seed
 DRAWN = "n => document.querySelector('#plot-best path')?.dataset.points === String(n)"
 
 
-def grow(http: httpx.Client, sid: int, n_trials: int, rng: np.random.Generator) -> None:
+def grow(http: httpx2.Client, sid: int, n_trials: int, rng: np.random.Generator) -> None:
     problem = dataset_problem("abalone")
     for start in range(0, n_trials, 20_000):
         size = min(20_000, n_trials - start)
@@ -69,7 +69,7 @@ def grow(http: httpx.Client, sid: int, n_trials: int, rng: np.random.Generator) 
                 http.post(f"{url}/complete", json={"value": value}).raise_for_status()
 
 
-def timed(http: httpx.Client, path: str, repeats: int = 5) -> tuple[float, float, int]:
+def timed(http: httpx2.Client, path: str, repeats: int = 5) -> tuple[float, float, int]:
     seconds, size = [], 0
     for _ in range(repeats):
         start = time.perf_counter()
@@ -80,7 +80,7 @@ def timed(http: httpx.Client, path: str, repeats: int = 5) -> tuple[float, float
     return float(np.median(seconds)), max(seconds), size
 
 
-def browser(url: str, sid: int, http: httpx.Client, n_completed: int) -> tuple[float, float]:
+def browser(url: str, sid: int, http: httpx2.Client, n_completed: int) -> tuple[float, float]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -115,7 +115,7 @@ def main() -> None:
                                 "BBKB_DATABASE_URL": f"sqlite:///{Path(tmp) / 'bbkb.db'}"})
         server.start()
         try:
-            http = httpx.Client(base_url=server.url, timeout=60)
+            http = httpx2.Client(base_url=server.url, timeout=60)
             sid = http.post("/v1/studies", json={
                 "name": "big", "engine": ENGINE, "objective": "dataset:abalone",
                 "candidates": dataset_problem("abalone").candidates.tolist()}).json()["id"]

@@ -25,7 +25,7 @@ import os
 import tempfile
 import time
 
-import httpx
+import httpx2
 import numpy as np
 
 from service.processes import ServerProcess
@@ -39,7 +39,7 @@ def run(n: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = ServerProcess({"BBKB_DATA_DIR": tmp, "BBKB_AUTH": "none"}).start()
         try:
-            with httpx.Client(base_url=server.url, timeout=600) as http:
+            with httpx2.Client(base_url=server.url, timeout=600) as http:
                 sid = http.post("/v1/studies", json={
                     "name": "reads", "candidates": candidates.tolist(),
                     "engine": {"strategy": "bbkb", "mode": "async"}}).json()["id"]
@@ -70,7 +70,7 @@ def run(n: int) -> None:
             server.stop()
 
 
-def _median_ms(http: httpx.Client, path: str, params: dict | None = None) -> float:
+def _median_ms(http: httpx2.Client, path: str, params: dict | None = None) -> float:
     times = []
     for _ in range(7):
         began = time.perf_counter()
@@ -85,7 +85,7 @@ def run_upload(n_candidates: int, dim: int) -> None:
         env = {"BBKB_DATA_DIR": tmp, "BBKB_AUTH": "none"}
         server = ServerProcess(env).start()
         try:
-            with httpx.Client(base_url=server.url, timeout=1800) as http:
+            with httpx2.Client(base_url=server.url, timeout=1800) as http:
                 sid = http.post("/v1/studies", json={
                     "name": "big", "upload": True,
                     "engine": {"strategy": "bbkb", "mode": "async", "seed": 0}}).json()["id"]
@@ -112,7 +112,7 @@ def run_upload(n_candidates: int, dim: int) -> None:
             server.stop()
         server = ServerProcess(env).start()  # the same database, nothing loaded
         try:
-            with httpx.Client(base_url=server.url, timeout=1800) as http:
+            with httpx2.Client(base_url=server.url, timeout=1800) as http:
                 for params in ({"limit": 100}, {"limit": 10}, {"limit": 1}):
                     print(f"  after restart: GET trials {params} median "
                           f"{_median_ms(http, path, params):8.1f} ms")

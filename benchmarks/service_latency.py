@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 import numpy as np
 
 from service.processes import ServerProcess
@@ -50,7 +50,7 @@ def objective(x: np.ndarray) -> np.ndarray:
     return np.exp(-np.sum((np.atleast_2d(x) - 0.6) ** 2, axis=1) / 0.2)
 
 
-def create_study(http: httpx.Client, name: str, candidates: np.ndarray) -> int:
+def create_study(http: httpx2.Client, name: str, candidates: np.ndarray) -> int:
     study = http.post("/v1/studies", json={"name": name, "upload": True, "engine": ENGINE})
     sid = study.json()["id"]
     buffer = io.BytesIO()
@@ -60,7 +60,7 @@ def create_study(http: httpx.Client, name: str, candidates: np.ndarray) -> int:
     return sid
 
 
-def grow(http: httpx.Client, sid: int, candidates: np.ndarray, n_trials: int,
+def grow(http: httpx2.Client, sid: int, candidates: np.ndarray, n_trials: int,
          rng: np.random.Generator) -> None:
     """Import n_trials noisy observations in chunks (a warm start), as a lab would."""
     for start in range(0, n_trials, 20_000):
@@ -73,7 +73,7 @@ def grow(http: httpx.Client, sid: int, candidates: np.ndarray, n_trials: int,
                   timeout=300).raise_for_status()
 
 
-def round_trips(http: httpx.Client, sid: int, candidates: np.ndarray, n: int) -> np.ndarray:
+def round_trips(http: httpx2.Client, sid: int, candidates: np.ndarray, n: int) -> np.ndarray:
     """Wall seconds of n ask + tell round trips: columns (ask, tell)."""
     seconds = np.empty((n, 2))
     for i in range(n):
@@ -110,7 +110,7 @@ def latency(sizes: list[int], n: int, arms: int, auth: str = "none") -> None:
         headers = {"Authorization": f"Bearer {api_key(tmp)}"} if auth == "keys" else {}
         server = ServerProcess({"BBKB_DATA_DIR": tmp, "BBKB_AUTH": auth}).start()
         try:
-            with httpx.Client(base_url=server.url, timeout=120, headers=headers) as http:
+            with httpx2.Client(base_url=server.url, timeout=120, headers=headers) as http:
                 print(f"A={arms}, {n} round trips per size, auth {auth}; wall ms (round trip,"
                       f" then ask | tell p50), server CPU ms per round trip")
                 print(f"{'trials':>8} {'p50':>7} {'p99':>7} {'mean':>7} {'ask50':>7} "
@@ -136,7 +136,7 @@ def restart(n_trials: int, arms: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = {"BBKB_DATA_DIR": tmp, "BBKB_AUTH": "none"}
         server = ServerProcess(env).start()
-        with httpx.Client(base_url=server.url, timeout=600) as http:
+        with httpx2.Client(base_url=server.url, timeout=600) as http:
             X = rng.random((arms, 2))
             sid = create_study(http, "restart", X)
             grow(http, sid, X, n_trials, rng)
@@ -146,7 +146,7 @@ def restart(n_trials: int, arms: int) -> None:
         start = time.perf_counter()
         server = ServerProcess(env).start()
         ready, ready_cpu = time.perf_counter() - start, cpu_seconds(server.proc.pid)
-        with httpx.Client(base_url=server.url, timeout=600) as http:
+        with httpx2.Client(base_url=server.url, timeout=600) as http:
             http.post(f"/v1/studies/{sid}/suggestions",
                       json={"worker_id": "bench", "count": 1}).raise_for_status()
         served, served_cpu = time.perf_counter() - start, cpu_seconds(server.proc.pid)

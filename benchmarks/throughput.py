@@ -16,7 +16,7 @@ import os
 import tempfile
 import time
 
-import httpx
+import httpx2
 import numpy as np
 
 from service.processes import RedisProcess, ServerProcess
@@ -55,7 +55,7 @@ def run(n_evaluations: int, workers: int, delay: float, parallelism: int) -> dic
         server = ServerProcess(env).start()
         children = runner.spawn(redis.url, workers, env={"BBKB_URL": server.url})
         try:
-            with httpx.Client(base_url=server.url, timeout=120) as http:
+            with httpx2.Client(base_url=server.url, timeout=120) as http:
                 sid = http.post("/v1/studies", json={
                     "name": "throughput", "candidates": candidates.tolist(),
                     "objective": f"function:branin?delay={delay}",

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-import httpx
+import httpx2
 
 from service.api.schemas import StudyCreate, StudyList, StudyPublic
 
@@ -39,7 +39,7 @@ INLINE_LIMIT = 100_000
 RETRY_STATUSES = frozenset({502, 503, 504})
 MAX_DELAY = 10.0
 #: Errors raised before the request reached the server: a retry is safe for any request.
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_NOT_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
 
 
 def _environment_key() -> str | None:
@@ -65,13 +65,13 @@ class Client:
     Requests that are not idempotent on the server (creating a study, importing observations,
     failing a trial) are retried only when they surely did not reach it.
 
-    ``http`` injects the underlying ``httpx.Client`` (e.g. a ``fastapi.testclient.TestClient``);
+    ``http`` injects the underlying ``httpx2.Client`` (e.g. a ``fastapi.testclient.TestClient``);
     its ``base_url`` is used when ``url`` is None, and it is left open by :meth:`close`.
     """
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *,
                  timeout: float = 30.0, retries: int = 5, backoff: float = 0.2,
-                 http: httpx.Client | None = None) -> None:
+                 http: httpx2.Client | None = None) -> None:
         for name, given in (("url", url), ("api_key", api_key)):
             if given is not None and not isinstance(given, str):
                 raise TypeError(f"{name} must be a str or None, not {type(given).__name__}")
@@ -86,7 +86,7 @@ class Client:
             raise ValueError("the API key must be printable ASCII (an HTTP header value)")
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self._owns_http = http is None
-        self._http = http if http is not None else httpx.Client(timeout=timeout)
+        self._http = http if http is not None else httpx2.Client(timeout=timeout)
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -118,7 +118,7 @@ class Client:
 
     def request(self, method: str, path: str, *, json: Any = None, content: bytes | None = None,
                 params: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None,
-                idempotent: bool = True, stream: bool = False) -> httpx.Response:
+                idempotent: bool = True, stream: bool = False) -> httpx2.Response:
         """Send ``method path`` with retries; an error status raises an :class:`APIError`.
 
         With ``stream=True`` the body is not read: close the response when done.
@@ -137,14 +137,14 @@ class Client:
         return response
 
     def _send(self, method: str, path: str, *, idempotent: bool, stream: bool,
-              **kwargs: Any) -> httpx.Response:
+              **kwargs: Any) -> httpx2.Response:
         url = self.url + path
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
             request = self._http.build_request(method, url, timeout=self.timeout, **kwargs)
             try:
                 response = self._http.send(request, stream=stream)
-            except httpx.TransportError as exc:
+            except httpx2.TransportError as exc:
                 if last or not (idempotent or isinstance(exc, _NOT_SENT)):
                     raise self._unavailable(method, path, attempt, exc) from exc
                 delay = self._delay(attempt)

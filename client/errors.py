@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-import httpx
+import httpx2
 import pydantic
 
 __all__ = ["APIError", "AuthenticationError", "BBKBError", "ConflictError", "InvalidArgument",
@@ -105,7 +105,7 @@ _BY_STATUS: dict[int, type[APIError]] = {
     413: ValidationError, 422: ValidationError}
 
 
-def error_from_response(response: httpx.Response) -> APIError:
+def error_from_response(response: httpx2.Response) -> APIError:
     """The :class:`APIError` subclass for an error response (its JSON ``detail`` and ``field``)."""
     try:
         body = response.json()

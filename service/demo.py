@@ -26,7 +26,7 @@ from pathlib import Path
 from subprocess import Popen
 from typing import Any
 
-import httpx
+import httpx2
 import numpy as np
 
 from .processes import RedisProcess, ServerProcess
@@ -52,7 +52,7 @@ class DemoError(Exception):
     """Stops the demo with a one-line message (exit code 1)."""
 
 
-def _answer(response: httpx.Response, what: str) -> Any:
+def _answer(response: httpx2.Response, what: str) -> Any:
     """The response's JSON, or DemoError with the server's reason."""
     if response.is_success:
         return response.json()
@@ -63,7 +63,7 @@ def _answer(response: httpx.Response, what: str) -> Any:
     raise DemoError(f"{what}: HTTP {response.status_code}: {detail or response.text[:300]}")
 
 
-def _progress(http: httpx.Client, sid: int, total: int, delay: float,
+def _progress(http: httpx2.Client, sid: int, total: int, delay: float,
               processes: dict[str, Popen[bytes]], workers: list[Popen[bytes]]) -> str | None:
     """Show the dispatch's progress until it is done. Returns None then, else why it stopped:
     the dispatch or study ended otherwise, Redis, the server or every worker exited, the server
@@ -84,7 +84,7 @@ def _progress(http: httpx.Client, sid: int, total: int, delay: float,
             try:
                 status = _answer(http.get(f"/v1/studies/{sid}/dispatch"), "reading the dispatch")
                 info = _answer(http.get(f"/v1/studies/{sid}"), "reading the study")
-            except httpx.HTTPError as error:
+            except httpx2.HTTPError as error:
                 return f"the API server did not answer: {error}"
             except DemoError as error:
                 return str(error)
@@ -107,7 +107,7 @@ def _progress(http: httpx.Client, sid: int, total: int, delay: float,
             time.sleep(0.25)
 
 
-def _summary(http: httpx.Client, sid: int, wall: float, delay: float, workers: int,
+def _summary(http: httpx2.Client, sid: int, wall: float, delay: float, workers: int,
              out: Path) -> dict[str, float]:
     """Print the run's figures and save the plot. ``evaluations`` is 0 when nothing completed
     (then there is no plot); ``plot_saved`` says whether the plot was written."""
@@ -205,7 +205,7 @@ def run(evaluations: int, workers: int, delay: float, data_dir: Path, plot: Path
         server.start()
         print(f"Redis {redis.url}, API {server.url} (docs: {server.url}/docs), data {data_dir}")
         runner.spawn(redis.url, workers, env={"BBKB_URL": server.url}, children=children)
-        with httpx.Client(base_url=server.url, timeout=60) as http:
+        with httpx2.Client(base_url=server.url, timeout=60) as http:
             problem = dataset_problem("abalone")
             sid = _answer(http.post("/v1/studies", json={
                 "name": f"abalone-demo-{int(time.time())}", "engine": ENGINE,
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):  # after a hangup the terminal may be gone
             print("\ninterrupted: every process was stopped", flush=True)
         return 130
-    except (DemoError, RuntimeError, httpx.HTTPError) as error:  # RuntimeError: Redis or the
+    except (DemoError, RuntimeError, httpx2.HTTPError) as error:  # RuntimeError: Redis or the
         # server did not start; HTTPError: the server stopped answering after the progress bar
         print(f"bbkb demo: error: {error}", file=sys.stderr)
         return 1

@@ -76,5 +76,5 @@ def configure(fmt: LogFormat = "text", level: str | int = "INFO") -> None:
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
     logging.getLogger("uvicorn.access").disabled = True  # bbkb.access replaces it
-    for noisy in ("alembic", "httpx", "httpcore"):
+    for noisy in ("alembic", "httpx2", "httpcore2"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-import httpx
+import httpx2
 
 
 def _detached() -> dict[str, Any]:
@@ -69,9 +69,9 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                if httpx2.get(f"{self.url}/readyz", timeout=1).status_code == 200:
                     return self
-            except httpx.HTTPError:
+            except httpx2.HTTPError:
                 pass
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with code {self.proc.returncode}")

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from client import Client
@@ -199,16 +199,16 @@ class FakeTime:
         return getattr(time, name)
 
 
-class RefuseAsks(httpx.BaseTransport):
+class RefuseAsks(httpx2.BaseTransport):
     """The real server, except that the first ``n`` asks for trials find it down."""
 
     def __init__(self, n: int) -> None:
-        self.inner, self.left = httpx.HTTPTransport(), n
+        self.inner, self.left = httpx2.HTTPTransport(), n
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         if request.url.path.endswith("/suggestions") and self.left > 0:
             self.left -= 1
-            raise httpx.ConnectError("connection refused", request=request)
+            raise httpx2.ConnectError("connection refused", request=request)
         return self.inner.handle_request(request)
 
     def close(self) -> None:  # the client closes its transport: ours closes the real one's pool
@@ -220,7 +220,7 @@ def test_optimize_logs_the_true_length_of_an_outage(server, monkeypatch, caplog)
     for module in ("client.client", "client.loop"):
         monkeypatch.setattr(importlib.import_module(module), "time", clock)
     retries = 5
-    with httpx.Client(transport=RefuseAsks(retries + 1), base_url=server.url) as http:
+    with httpx2.Client(transport=RefuseAsks(retries + 1), base_url=server.url) as http:
         sdk = Client(http=http, retries=retries, backoff=1.0)
         study = sdk.create_study("s", search_space=json.loads(SPACE), n_candidates=8)
         with caplog.at_level(logging.WARNING, logger="bbkb.client"):
@@ -273,6 +273,6 @@ def test_logs_drop_uvicorn_color_message(tmp_path) -> None:
 
 def _ready(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
-    except httpx.HTTPError:
+        return httpx2.get(f"{url}/readyz", timeout=1).status_code == 200
+    except httpx2.HTTPError:
         return False

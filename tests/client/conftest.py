@@ -1,4 +1,4 @@
-"""Fixtures of the SDK tests: the real app in-process (TestClient is an httpx.Client)."""
+"""Fixtures of the SDK tests: the real app in-process (TestClient is an httpx2.Client)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import numpy as np
 import pytest
 from fastapi import FastAPI
@@ -51,7 +51,7 @@ def study(bbkb: Client) -> Study:
     return bbkb.create_study("s", candidates=X, engine=ENGINE)
 
 
-class Relay(httpx.BaseTransport):
+class Relay(httpx2.BaseTransport):
     """Forwards to the in-process app, recording calls; ``plan`` injects transport failures:
     "connect" (refused, never sent), "lost" (applied, answer lost), "503", or "ok"."""
 
@@ -59,30 +59,30 @@ class Relay(httpx.BaseTransport):
         self.target, self.plan = target, list(plan or [])
         self.calls: list[tuple[str, str, str, int]] = []
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         action = self.plan.pop(0) if self.plan else "ok"
         body = request.read()
         self.calls.append((request.method, request.url.path, action, len(body)))
         if action == "connect":
-            raise httpx.ConnectError("connection refused", request=request)
+            raise httpx2.ConnectError("connection refused", request=request)
         if action == "503":
-            return httpx.Response(503, json={"detail": "restarting", "field": None})
+            return httpx2.Response(503, json={"detail": "restarting", "field": None})
         answer = self.target.send(self.target.build_request(
             request.method, str(request.url), headers=request.headers, content=body))
         if action == "lost":
-            raise httpx.ReadError("connection reset by peer", request=request)
+            raise httpx2.ReadError("connection reset by peer", request=request)
         headers = {k: v for k, v in answer.headers.items()
                    if k.lower() not in ("content-length", "content-encoding")}
-        return httpx.Response(answer.status_code, headers=headers, content=answer.content)
+        return httpx2.Response(answer.status_code, headers=headers, content=answer.content)
 
 
 @pytest.fixture
 def relayed(app_http: TestClient) -> Iterator[Callable[..., tuple[Client, Relay]]]:
-    opened: list[httpx.Client] = []
+    opened: list[httpx2.Client] = []
 
     def make(plan: list[str] | None = None, **options) -> tuple[Client, Relay]:  # type: ignore[no-untyped-def]
         relay = Relay(app_http, plan)
-        http = httpx.Client(transport=relay, base_url="http://testserver")
+        http = httpx2.Client(transport=relay, base_url="http://testserver")
         opened.append(http)
         return Client(http=http, **({"backoff": 0.001} | options)), relay
 

@@ -6,7 +6,7 @@ import csv
 import subprocess
 import sys
 
-import httpx
+import httpx2
 import numpy as np
 import pytest
 
@@ -294,10 +294,10 @@ def test_import_client_stays_light():
 def test_httpx_client_is_injectable():
     seen: list[str] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: httpx2.Request) -> httpx2.Response:
         seen.append(request.headers.get("authorization", ""))
-        return httpx.Response(200, json={"studies": []})
+        return httpx2.Response(200, json={"studies": []})
 
-    with httpx.Client(transport=httpx.MockTransport(handler), base_url="http://x") as http:
+    with httpx2.Client(transport=httpx2.MockTransport(handler), base_url="http://x") as http:
         assert Client(http=http, api_key="bbkb_k").studies() == []
     assert seen == ["Bearer bbkb_k"]

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import numpy as np
 import psutil
 import pytest
@@ -118,9 +118,9 @@ def _wait_ready(url: str, api: subprocess.Popen[bytes], timeout: float = 90) -> 
     while time.monotonic() < deadline:
         assert api.poll() is None, f"api exited with code {api.returncode}"
         try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+            if httpx2.get(f"{url}/readyz", timeout=1).status_code == 200:
                 return
-        except httpx.HTTPError:
+        except httpx2.HTTPError:
             pass
         time.sleep(0.1)
     raise AssertionError(f"api not ready after {timeout} s")

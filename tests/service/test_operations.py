@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import httpx
+import httpx2
 
 from .helpers import app_client, create_study
 
@@ -25,8 +25,8 @@ def test_keys_created_by_the_command_open_the_api(tmp_path, server_factory):
     token = made.stdout.strip()
     assert token.startswith("bbkb_") and len(token) > 40
     server = server_factory(env)
-    assert httpx.get(f"{server.url}/v1/studies").status_code == 401
-    ok = httpx.get(f"{server.url}/v1/studies", headers={"Authorization": f"Bearer {token}"})
+    assert httpx2.get(f"{server.url}/v1/studies").status_code == 401
+    ok = httpx2.get(f"{server.url}/v1/studies", headers={"Authorization": f"Bearer {token}"})
     assert ok.status_code == 200 and ok.json() == {"studies": [], "next_after": None}
 
 

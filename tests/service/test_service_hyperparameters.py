@@ -3,7 +3,7 @@ installed (not refit) after a server restart, so proposals stay exactly those of
 
 from __future__ import annotations
 
-import httpx
+import httpx2
 import numpy as np
 
 from .helpers import app_client, candidates, objective
@@ -47,7 +47,7 @@ def test_hyperparameters_are_stored_shown_and_survive_a_restart(tmp_path, server
 
     def http(base: str):  # type: ignore[no-untyped-def]
         def post(path: str, body: dict) -> dict:
-            response = httpx.post(base + path, json=body, timeout=60)
+            response = httpx2.post(base + path, json=body, timeout=60)
             assert response.status_code in (200, 201), response.text
             return response.json()
         return post
@@ -59,6 +59,6 @@ def test_hyperparameters_are_stored_shown_and_survive_a_restart(tmp_path, server
     server = server_factory(env)
     after = _run(http(server.url), None, sid, range(18, 36))
     assert before + after == reference
-    batches = httpx.get(f"{server.url}/v1/studies/{sid}/batches").json()["batches"]
+    batches = httpx2.get(f"{server.url}/v1/studies/{sid}/batches").json()["batches"]
     assert [b["hyperparameters"] for b in batches] == [b["hyperparameters"]
                                                        for b in ref_batches]

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-import httpx
+import httpx2
 
 from service.logs import JsonFormatter, TextFormatter
 from service.processes import free_port
@@ -51,12 +51,12 @@ def test_bbkb_serve_logs_json_lines_for_requests_and_batches(tmp_path):
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(f"{url}/readyz").status_code == 200:
+                if httpx2.get(f"{url}/readyz").status_code == 200:
                     break
-            except httpx.HTTPError:
+            except httpx2.HTTPError:
                 assert time.monotonic() < deadline and proc.poll() is None
                 time.sleep(0.1)
-        with httpx.Client(base_url=url) as http:
+        with httpx2.Client(base_url=url) as http:
             sid = http.post("/v1/studies", json={"name": "logs", "candidates": [[0.0], [1.0]]}
                             ).json()["id"]
             trial = http.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w"}

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
-import httpx
+import httpx2
 import numpy as np
 import pytest
 
@@ -30,11 +30,11 @@ def _server(server_factory, tmp_path: Path, auth: str):  # type: ignore[no-untyp
 
 
 @pytest.fixture
-def rest_client() -> Iterator[Callable[..., httpx.Client]]:
+def rest_client() -> Iterator[Callable[..., httpx2.Client]]:
     """Makes REST clients of the server, closed (with their sockets) when the test ends."""
     with ExitStack() as clients:
         yield lambda url, **options: clients.enter_context(
-            httpx.Client(base_url=url, timeout=30, **options))
+            httpx2.Client(base_url=url, timeout=30, **options))
 
 
 def _points(page, plot: str) -> int:  # type: ignore[no-untyped-def]

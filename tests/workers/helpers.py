@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+import httpx2
 import numpy as np
 
 
@@ -14,6 +14,6 @@ def dispatch_study(url: str, candidates: np.ndarray, objective: str, **fields: A
             "parameter_names": [f"x{j}" for j in range(candidates.shape[1])],
             "lease_seconds": 10.0, "engine": {"strategy": "bbkb", "mode": "async", "seed": 0,
                                               "kernel": {"name": "rbf", "lengthscale": 0.3}}}
-    r = httpx.post(f"{url}/v1/studies", json=body | fields)
+    r = httpx2.post(f"{url}/v1/studies", json=body | fields)
     assert r.status_code == 201, r.text
     return int(r.json()["id"])
