@@ -70,8 +70,10 @@ class LatencyMiddleware:
 
 
 def _ids(params: dict[str, object]) -> dict[str, object]:
-    """Path parameters, numeric ids as numbers (study_id, trial_id); anything else as given."""
-    return {k: _number(v) for k, v in params.items()}
+    """The path's ids (study_id, trial_id), as numbers where they are. Only ``*_id``: another
+    parameter may be named like a LogRecord attribute (the dashboard asset's ``name``), which
+    ``extra`` may not overwrite (KeyError: a traceback per asset request)."""
+    return {k: _number(v) for k, v in params.items() if k.endswith("_id")}
 
 
 def _number(value: object) -> object:

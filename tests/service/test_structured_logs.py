@@ -91,6 +91,10 @@ def test_access_log_keeps_odd_path_ids_as_text_and_never_turns_a_4xx_into_a_500(
     with TestClient(app) as client:
         assert client.get("/v1/studies/\u00b2").status_code == 422  # "²".isdigit() is True
         assert client.get("/v1/studies/12").status_code == 404
+        # a path parameter named like a LogRecord attribute (the asset's ``name``)
+        assert client.get("/ui/static/dashboard.css").status_code == 200
+        assert client.get("/ui/static/nothing.js").status_code == 404
     events = {r.getMessage(): r for r in caplog.records if r.name == "bbkb.access"}
+    assert {"GET /ui/static/dashboard.css 200", "GET /ui/static/nothing.js 404"} <= set(events)
     assert events["GET /v1/studies/12 404"].study_id == 12
     assert any(m.startswith("GET /v1/studies/") and m.endswith(" 422") for m in events)
