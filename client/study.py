@@ -177,7 +177,8 @@ class Study:
     def dispatch(self, n_evaluations: int, *, parallelism: int = 8, objective: str | None = None,
                  job_timeout: int = 3600) -> DispatchStatus:
         """Have the server evaluate ``objective`` (default: the study's) on its Redis workers
-        (``bbkb worker``) until ``n_evaluations`` trials are done. Returns at once."""
+        (``bbkb worker``) until ``n_evaluations`` more trials are done (counted from this
+        call: dispatching again after a first dispatch evaluates again). Returns at once."""
         body = validated(DispatchRequest, n_evaluations=n_evaluations, parallelism=parallelism,
                          objective=objective, job_timeout=job_timeout)
         return DispatchStatus.model_validate(self.client.request(

@@ -1,7 +1,8 @@
 """Server-side evaluation through Redis (RQ): keep a study's jobs in flight.
 
 For a study with an objective and dispatch ``running``, :meth:`Dispatcher.top_up` asks the
-engine for trials (as worker ``rq-<uuid>``) and enqueues one RQ job per trial: up to the
+engine for trials (each named for the RQ job that carries it: ``rq-bbkb-<study>-<trial>-<attempt>``)
+and enqueues one RQ job per trial: up to the
 study's parallelism in async mode, the whole batch in sync mode. Counting and asking happen
 inside the study's lock (Runtimes.mutate), so several server processes never over-dispatch;
 jobs are enqueued after the commit. The database stays the truth: :meth:`Dispatcher.repair`
@@ -49,6 +50,13 @@ def payload(runtime, trial: Trial, plan: dict[str, Any]) -> dict[str, Any]:  # t
             "objective": plan["objective"], "job_id": trial.worker_id[len(PREFIX):],
             "lease_seconds": float(runtime.spec["lease_seconds"]),
             "job_timeout": int(plan.get("job_timeout", 3600))}
+
+
+def remaining(plan: dict[str, Any], done: int, in_flight: int) -> int:
+    """Evaluations the dispatch still has to hand out: its ``n_evaluations`` count from its
+    start (``finished_before``: the study's outcomes then; absent in plans stored before it
+    was kept, whose n_evaluations counted the study's whole history)."""
+    return int(plan["n_evaluations"]) + int(plan.get("finished_before", 0)) - done - in_flight
 
 
 def _in_flight(session: Session, study_id: int) -> int:
@@ -108,7 +116,7 @@ class Dispatcher:
             done = self.runtimes.resolved(study_id, study.version)
             if done is None:
                 done = finished(session, study_id)
-        if int(plan.get("n_evaluations", 0)) - done - in_flight <= 0:
+        if remaining(plan, done, in_flight) <= 0:
             return in_flight == 0  # then the top-up marks the dispatch done
         return (EngineConfig.from_dict(spec["engine"]).mode == "sync"
                 or in_flight < int(plan.get("parallelism", 1)))
@@ -116,7 +124,7 @@ class Dispatcher:
     def _ask(self, session, runtime, study) -> list[tuple[dict, int]]:  # type: ignore[no-untyped-def]
         plan = study.dispatch or {}
         in_flight, done = _in_flight(session, study.id), runtime.strategy.resolved()
-        budget = int(plan.get("n_evaluations", 0)) - done - in_flight
+        budget = remaining(plan, done, in_flight)
         if budget <= 0 and in_flight == 0:
             study.dispatch = {**plan, "status": "done"}
         sync = runtime.strategy.config.mode == "sync"
@@ -124,7 +132,7 @@ class Dispatcher:
         if want <= 0:
             return []
         asked = trials.ask(session, runtime, study, worker_id=f"{PREFIX}{uuid.uuid4().hex[:12]}",
-                           count=want, now=utcnow())
+                           count=want, now=utcnow(), held=[])  # a new id holds no trial
         for trial in asked.trials:  # one worker id per job: the job's chained trials share it
             trial.worker_id = PREFIX + job_id(trial)
         timeout = int(plan.get("job_timeout", 3600))
@@ -191,7 +199,7 @@ def complete_and_next(session: Session, runtime, study: Study, *, trial_id: int,
             return trial, payload(runtime, session.get(Trial, held[0]), plan)
         in_flight, done = len(running), runtime.strategy.resolved()
         if in_flight >= int(plan.get("parallelism", 1)) \
-                or int(plan.get("n_evaluations", 0)) - done - in_flight <= 0:
+                or remaining(plan, done, in_flight) <= 0:
             return trial, None
         asked = trials.ask(session, runtime, study, worker_id=worker_id, count=1, now=now,
                            held=[])

@@ -251,11 +251,12 @@ class DispatchCompleted(BaseModel):
 
 class DispatchStatus(BaseModel):
     status: str | None
-    n_evaluations: int | None = None
+    n_evaluations: int | None = Field(default=None, description="The dispatch's evaluations.")
     parallelism: int | None = None
     objective: str | None = None
-    in_flight: int = 0
-    finished: int = 0
+    in_flight: int = Field(default=0, description="The study's trials pending or running.")
+    finished: int = Field(default=0, description=(
+        "Trials of the study with an outcome since the dispatch started."))
 
 
 class StudySummary(BaseModel):

@@ -94,6 +94,22 @@ def test_each_result_brings_the_next_trial_until_the_budget_is_spent(tmp_path, s
     app.state.runtimes.forget(sid)
     assert client.get(f"/v1/studies/{sid}/dispatch").json() == status
 
+    # a second dispatch counts from its start (it used to be done at once: 5 >= 3)
+    again = client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": 3,
+                                                              "parallelism": 2}).json()
+    assert (again["status"], again["n_evaluations"], again["finished"]) == ("running", 3, 0)
+    assert app.state.dispatcher.top_up(sid) == 2
+    live = [job.args[0] for job in queue.jobs][-2:]
+    while live:
+        answer = _complete(client, sid, live.pop(0), 0.5).json()
+        evaluated += 1
+        if answer["next"] is not None:
+            live.append(answer["next"])
+    assert evaluated == 8
+    app.state.dispatcher.top_up(sid)
+    status = client.get(f"/v1/studies/{sid}/dispatch").json()
+    assert (status["status"], status["finished"], status["in_flight"]) == ("done", 3, 0)
+
 
 def test_no_next_trial_when_paused_asked_not_to_or_in_sync_mode(tmp_path, system):
     app, client, sid = system(tmp_path, n=50)

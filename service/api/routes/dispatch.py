@@ -24,19 +24,26 @@ def _status(session, study, runtimes) -> DispatchStatus:  # type: ignore[no-unty
     plan = study.dispatch or {}
     in_flight = session.scalar(select(func.count()).where(
         Trial.study_id == study.id, Trial.status.in_(("running", "pending"))))
-    finished = runtimes.resolved(study.id, study.version)
-    if finished is None:
-        finished = dispatch.finished(session, study.id)
     return DispatchStatus(status=plan.get("status"), n_evaluations=plan.get("n_evaluations"),
                           parallelism=plan.get("parallelism"), objective=plan.get("objective"),
-                          in_flight=int(in_flight or 0), finished=finished)
+                          in_flight=int(in_flight or 0),
+                          finished=_finished(session, study, runtimes)
+                          - int(plan.get("finished_before", 0)))
+
+
+def _finished(session, study, runtimes) -> int:  # type: ignore[no-untyped-def]
+    """The study's trials with an outcome: from its engine when this process has it current,
+    else one O(trials) count."""
+    finished = runtimes.resolved(study.id, study.version)
+    return dispatch.finished(session, study.id) if finished is None else finished
 
 
 @router.post("")
 def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
                    session: SessionDep, runtimes: RuntimesDep,
                    request: Request) -> DispatchStatus:
-    """Evaluate the study's objective on Redis workers until n_evaluations are done."""
+    """Evaluate the study's objective on Redis workers until n_evaluations more trials have
+    an outcome (counted from now: a second dispatch after a first one evaluates again)."""
     study = owned(session, study_id, owner)
     objective = body.objective or study.spec.get("objective")
     if not objective:
@@ -45,7 +52,8 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
     if request.app.state.dispatcher is None:
         raise Conflict("this server has no Redis (set BBKB_REDIS_URL) to dispatch to",
                        field="redis")
-    study.dispatch = body.model_dump() | {"objective": objective, "status": "running"}
+    study.dispatch = body.model_dump() | {"objective": objective, "status": "running",
+                                          "finished_before": _finished(session, study, runtimes)}
     request.app.state.dispatcher.wake.set()
     return _status(session, study, runtimes)
 
