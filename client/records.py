@@ -4,22 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from service.api.schemas import TrialPublic
+from service.api.schemas import TRIAL_COLUMNS, TrialPublic, parameter_column
 
 if TYPE_CHECKING:
     import pandas
 
 __all__ = ["TRIAL_COLUMNS", "parameter_column", "to_dataframe", "trial_record"]
-
-#: The trial fields of a record, in order (``trial_id`` as in the server's CSV export).
-TRIAL_COLUMNS = ["trial_id", "t", "candidate", "batch", "kind", "status", "value", "attempt",
-                 "worker_id", "lease_expires_at", "created_at", "completed_at", "error"]
-
-
-def parameter_column(name: str) -> str:
-    """A parameter's key in a record: its name, or ``param_<name>`` if a trial field has it."""
-    return f"param_{name}" if name in TRIAL_COLUMNS else name
-
 
 def trial_record(trial: TrialPublic) -> dict[str, Any]:
     """The trial's fields followed by its parameters, flattened into one dict."""

@@ -22,6 +22,17 @@ VALUE_LIMIT = 1e100
 TrialStatus = Literal["pending", "running", "completed", "failed", "abandoned"]
 
 
+#: The trial fields of an SDK record, in order (``trial_id`` as in the server's CSV export).
+TRIAL_COLUMNS = ["trial_id", "t", "candidate", "batch", "kind", "status", "value", "attempt",
+                 "worker_id", "lease_expires_at", "created_at", "completed_at", "error"]
+
+
+def parameter_column(name: str) -> str:
+    """A parameter's column in a record or the CSV export: its name, or ``param_<name>`` if a
+    trial field has that name or it starts with ``param_`` (so that no two columns share one)."""
+    return f"param_{name}" if name in TRIAL_COLUMNS or name.startswith("param_") else name
+
+
 class StudyCreate(BaseModel):
     """A new study: a candidate matrix (inline, or uploaded afterwards as .npy) or a search space.
 

@@ -215,6 +215,10 @@ def test_records_dataframe_and_csv(bbkb, tmp_path):
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert sorted(float(r["lr"]) for r in rows) == sorted(r["lr"] for r in records)
+    # the server's export names the clashing parameter as the records do (it used to write a
+    # second "value" column, which csv.DictReader took for the result)
+    assert all(float(r["value"]) == float(r["lr"]) for r in rows)
+    assert sorted(int(r["param_value"]) for r in rows) == sorted(r["param_value"] for r in records)
     pd = pytest.importorskip("pandas")
     frame = study.dataframe()
     assert isinstance(frame, pd.DataFrame) and frame.shape[0] == 3

@@ -46,6 +46,7 @@ from ..schemas import (
     TrialPage,
     TrialPublic,
     TrialStatus,
+    parameter_column,
 )
 from .studies import owned
 
@@ -277,7 +278,7 @@ def _csv_rows(request: Request, study_id: StudyId, names: list[str],
               decode: studies.ParameterDecoder) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(CSV_COLUMNS + names)
+    writer.writerow(CSV_COLUMNS + [parameter_column(name) for name in names])
     after = -1
     while True:
         with transaction(request.app.state.read_sessions) as session:
