@@ -21,22 +21,25 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ["BBKB_DATA_DIR"] = args.data_dir
     os.environ.setdefault("BBKB_LOG_FORMAT", "text")  # every app process configures its logs
     os.environ["BBKB_LOG_LEVEL"] = args.log_level
-    _check_schema()
+    _check_database()
     uvicorn.run("service.api.app:create_app", factory=True, host=args.host, port=args.port,
                 workers=args.workers, log_level=args.log_level, access_log=False)
     return 0
 
 
-def _check_schema() -> None:
-    """With BBKB_AUTO_MIGRATE off, refuse a stale schema here, in one line: inside uvicorn the
-    application factory's refusal would end in a traceback."""
-    settings = Settings()
-    if settings.auto_migrate:
-        return  # the factory upgrades it
+def _check_database() -> None:
+    """Refuse here, in one line, what the application factory would refuse inside uvicorn with
+    a traceback: a SQLite directory that cannot be created, and with BBKB_AUTO_MIGRATE off a
+    stale schema."""
     from .store.database import make_engine, sqlite_path
     from .store.migrate import ensure_schema
 
+    settings = Settings()
     path = sqlite_path(str(settings.database_url))
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)  # OSError: one line (_run)
+    if settings.auto_migrate:
+        return  # the factory upgrades it
     if path is not None and not path.exists():  # connecting would create it, only to refuse it
         raise SystemExit(f"bbkb serve: no database at {path}: run `bbkb migrate` first (or set"
                          " BBKB_AUTO_MIGRATE=true)")
@@ -130,6 +133,17 @@ def _demo(args: argparse.Namespace) -> int:
     return demo_main(args.rest)  # the demo parses its own options (bbkb demo --help)
 
 
+def _port(text: str) -> int:
+    """A TCP port number (argparse type; 0: any free port)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is between 0 and 65535, got {port}")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bbkb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -137,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the API server (settings from BBKB_* variables)")
     env = os.environ.get
     serve.add_argument("--host", default=env("BBKB_HOST", "127.0.0.1"), help="default: BBKB_HOST")
-    serve.add_argument("--port", type=int, default=env("BBKB_PORT", "8000"),
+    serve.add_argument("--port", type=_port, default=env("BBKB_PORT", "8000"),
                        help="default: BBKB_PORT")
     serve.add_argument("--workers", type=int, default=env("BBKB_API_WORKERS", "1"),
                        help="uvicorn worker processes (default: BBKB_API_WORKERS)")
@@ -238,6 +252,10 @@ def _run(args: argparse.Namespace) -> int:
     except OperationalError as exc:
         reason = str(exc.orig or exc).strip().splitlines()[0]
         raise SystemExit(f"bbkb {args.command}: cannot use the database: {reason}") from None
+    except OSError as exc:
+        if exc.filename is None:
+            raise  # not a file or directory of ours (BrokenPipeError: main's)
+        raise SystemExit(f"bbkb {args.command}: {exc.filename}: {exc.strerror}") from None
 
 
 def _stdout_closed() -> bool:

@@ -118,6 +118,27 @@ def test_bad_settings_and_an_unreachable_database_are_one_line(command: list[str
                               "SQLAlchemy can use") and reason in err, err
 
 
+@pytest.mark.parametrize("command", [["migrate"], ["keys", "create", "--owner", "o"],
+                                     ["serve", "--port", "0"]])
+def test_a_data_dir_that_cannot_be_created_is_one_line(command: list[str], tmp_path) -> None:
+    """It was a traceback (serve's from inside uvicorn's application factory)."""
+    (tmp_path / "file").write_text("")
+    data_dir = tmp_path / "file" / "data"
+    done = bbkb(*command, env=bbkb_env(BBKB_DATA_DIR=str(data_dir)))
+    err = done.stderr.decode()
+    assert done.returncode == 1 and err == f"bbkb {command[0]}: {data_dir}: Not a directory\n"
+
+
+@pytest.mark.parametrize("port, why", [("99999", "a port is between 0 and 65535, got 99999"),
+                                       ("http", "not a port number: 'http'")])
+def test_a_bad_port_is_a_usage_error(port: str, why: str) -> None:
+    """uvicorn took 99999 and listened on another port than the one it logged."""
+    done = bbkb("serve", "--port", port, env=bbkb_env())
+    err = done.stderr.decode()
+    assert done.returncode == 2 and err.splitlines()[-1] == (
+        f"bbkb serve: error: argument --port: {why}"), err
+
+
 def test_an_invalid_log_level_is_one_error_line(tmp_path: Path) -> None:
     done = bbkb("--help", env=bbkb_env(BBKB_LOG_LEVEL="loud"))
     assert done.returncode == 1 and not done.stdout
