@@ -297,11 +297,17 @@ def _columns(candidates: Any) -> list[str] | None:
 
 
 def _inline(candidates: Any) -> list[list[float]]:
+    """The matrix as lists of floats (InvalidArgument unless numbers)."""
     if hasattr(candidates, "to_numpy"):
         candidates = candidates.to_numpy()
-    if hasattr(candidates, "tolist"):
-        return list(candidates.tolist())
-    return [[float(x) for x in row] for row in candidates]
+    try:
+        if hasattr(candidates, "tolist"):  # numpy (then importable): converted in C
+            import numpy as np
+
+            return list(np.asarray(candidates, dtype=np.float64).tolist())
+        return [[float(x) for x in row] for row in candidates]
+    except (TypeError, ValueError) as error:
+        raise InvalidArgument(f"must be numbers: {error}", "candidates") from error
 
 
 def _npy_bytes(candidates: Any) -> bytes:

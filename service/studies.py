@@ -57,9 +57,6 @@ def candidates_of(request: StudyCreate, seed: int) -> np.ndarray | None:
         return space.sample(int(request.n_candidates or 0), seed)
     if request.candidates is None:
         return None
-    widths = {len(row) for row in request.candidates}
-    if len(widths) > 1:
-        raise Invalid("candidate rows have different lengths", field="candidates")
     try:
         return as_candidates(request.candidates)
     except EngineError as exc:

@@ -67,6 +67,23 @@ class StudyCreate(BaseModel):
             raise ValueError(f"parameter names must be distinct; repeated: {repeated}")
         return names
 
+    @field_validator("candidates")
+    @classmethod
+    def _matrix(cls, rows: list[list[float]] | None) -> list[list[float]] | None:
+        """A matrix: at least one row, every row of the same, non-zero length (checked here so
+        that the SDK refuses it before any request, as the server does)."""
+        if rows is None:
+            return rows
+        if not rows:
+            raise ValueError("the candidate matrix has no rows")
+        widths = sorted({len(row) for row in rows})
+        if len(widths) > 1:
+            raise ValueError(f"candidate rows have different lengths ({widths[0]} and "
+                             f"{widths[-1]} numbers)")
+        if widths == [0]:
+            raise ValueError("candidate rows are empty: each needs one number per parameter")
+        return rows
+
     @model_validator(mode="after")
     def _one_source(self) -> StudyCreate:
         sources = [self.candidates is not None, self.search_space is not None, self.upload]

@@ -45,6 +45,20 @@ def test_an_upload_that_is_not_numbers_creates_no_study(bbkb):
     assert bbkb.studies() == []
 
 
+@pytest.mark.parametrize("candidates, why", [
+    ([], "the candidate matrix has no rows"),
+    (np.zeros((0, 2)), "the candidate matrix has no rows"),
+    ([[1.0, 2.0], [3.0]], "candidate rows have different lengths (1 and 2 numbers)"),
+    ([[]], "candidate rows are empty"), ([["a", "b"]], "must be numbers: could not convert")])
+def test_a_matrix_the_server_would_refuse_is_refused_before_any_request(bbkb, candidates, why):
+    """As the README says: InvalidArgument (a ValueError). These used to reach the server and
+    come back as its ValidationError (not a ValueError), or as numpy's bare ValueError."""
+    with pytest.raises(InvalidArgument) as caught:
+        bbkb.create_study("s", candidates=candidates)
+    assert caught.value.field == "candidates" and why in str(caught.value), caught.value
+    assert bbkb.studies() == []
+
+
 def test_wrong_types_and_shapes(bbkb):
     with pytest.raises(TypeError, match="url must be a str or None, not int"):
         Client(123)  # type: ignore[arg-type]
