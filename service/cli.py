@@ -133,6 +133,14 @@ def _demo(args: argparse.Namespace) -> int:
     return demo_main(args.rest)  # the demo parses its own options (bbkb demo --help)
 
 
+def _owner(text: str) -> str:
+    """An owner name (argparse type): not blank, at most 200 characters, printable."""
+    if not text.strip() or len(text) > 200 or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"an owner name is 1 to 200 printable characters, not "
+                                         f"only spaces; got {text!r:.60}")
+    return text
+
+
 def _port(text: str) -> int:
     """A TCP port number (argparse type; 0: any free port)."""
     try:
@@ -184,11 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create an API key (prints it once)")
-    create.add_argument("--owner", required=True, help="owner name (created if new)")
+    create.add_argument("--owner", required=True, type=_owner, help="owner name (created if new)")
     create.set_defaults(run=_keys_create)
     ensure = keys_sub.add_parser(
         "ensure", help="keep a valid key of OWNER in FILE (creates one if needed; idempotent)")
-    ensure.add_argument("--owner", required=True, help="owner name (created if new)")
+    ensure.add_argument("--owner", required=True, type=_owner, help="owner name (created if new)")
     ensure.add_argument("--file", default=env("BBKB_API_KEY_FILE"),
                         help="where the key is kept, mode 0600 (default: BBKB_API_KEY_FILE)")
     ensure.set_defaults(run=_keys_ensure)

@@ -297,3 +297,12 @@ def _ready(url: str) -> bool:
         return httpx2.get(f"{url}/readyz", timeout=1).status_code == 200
     except httpx2.HTTPError:
         return False
+
+
+@pytest.mark.parametrize("owner", ["", "   ", "a\tb", "x" * 201])
+def test_keys_need_a_real_owner_name(capsys, owner: str) -> None:
+    """``--owner ''`` created a key for an owner with an empty name."""
+    for command in ("create", "ensure"):
+        extra = ["--file", "unused"] if command == "ensure" else []
+        code, _, err = run(capsys, "keys", command, "--owner", owner, *extra)
+        assert code == 2 and "an owner name is 1 to 200 printable characters" in err, err

@@ -118,6 +118,11 @@ def test_no_next_trial_when_paused_asked_not_to_or_in_sync_mode(tmp_path, system
     assert _complete(client, sid, jobs[0], 1.0, next=False).json()["next"] is None
     client.post(f"/v1/studies/{sid}/dispatch/pause")
     assert _complete(client, sid, jobs[1], 1.0).json()["next"] is None
+    other = client.post("/v1/studies", json={"name": "none", "candidates": [[0.0], [1.0]]})
+    for action, verb in (("pause", "pause"), ("resume", "resume")):
+        refused = client.post(f"/v1/studies/{other.json()['id']}/dispatch/{action}")
+        assert refused.status_code == 409
+        assert refused.json()["detail"].endswith(f"has no dispatch to {verb}")
     bad = _complete(client, sid, jobs[1] | {"worker_id": "someone"}, 1.0)
     assert bad.status_code == 422 and bad.json()["field"] == "worker_id"
 

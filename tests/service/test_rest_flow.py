@@ -208,6 +208,13 @@ def test_csv_import_for_lab_spreadsheets(database_url, tmp_path):
         assert bad.status_code == 422 and "line 2" in bad.json()["detail"]
         nohead = client.post(f"/v1/studies/{sid}/observations.csv", content="a,b\n1,2\n")
         assert nohead.status_code == 422 and "candidate" in nohead.json()["detail"]
+        bom = client.post(f"/v1/studies/{sid}/observations.csv",  # a spreadsheet's UTF-8 BOM
+                          content="\ufeffcandidate,value\n5,0.125\n".encode())
+        assert bom.json() == {"imported": 1}, bom.text
+        short = client.post(f"/v1/studies/{sid}/observations.csv",
+                            content="candidate,value\n6,0.5\n8\n")
+        assert short.status_code == 422, short.text
+        assert short.json()["detail"] == "CSV line 3: fewer fields than the header's 2"
         outside = client.post(f"/v1/studies/{sid}/observations.csv",
                               content="candidate,value\n100000,1\n")
         assert outside.status_code == 422
@@ -217,7 +224,7 @@ def test_csv_import_for_lab_spreadsheets(database_url, tmp_path):
         crlf = client.post(f"/v1/studies/{sid}/observations.csv",
                            content='candidate,value\r\n"9\r",0.1\r\n')  # no 500 either way
         assert crlf.status_code in (200, 422)
-        assert client.get(f"/v1/studies/{sid}").json()["n_trials"] == 2 + (crlf.status_code == 200)
+        assert client.get(f"/v1/studies/{sid}").json()["n_trials"] == 3 + (crlf.status_code == 200)
 
 
 def test_a_stale_worker_cannot_fail_a_trial_another_worker_holds(database_url, tmp_path):

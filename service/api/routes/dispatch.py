@@ -61,7 +61,8 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
 def _set(study_id: int, owner: int, session, runtimes, status: str) -> DispatchStatus:  # type: ignore[no-untyped-def]
     study = owned(session, study_id, owner)
     if not study.dispatch:
-        raise Conflict(f"study {study_id} has no dispatch to {status}", field="study_id")
+        verb = {"paused": "pause", "running": "resume"}[status]
+        raise Conflict(f"study {study_id} has no dispatch to {verb}", field="study_id")
     study.dispatch = {**study.dispatch, "status": status}
     return _status(session, study, runtimes)
 

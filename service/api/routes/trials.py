@@ -202,13 +202,17 @@ def parse_observations_json(raw: bytes) -> list[tuple[int, float]]:
 
 
 def parse_observations_csv(raw: bytes) -> list[tuple[int, float]]:
-    reader = csv.DictReader(io.StringIO(raw.decode("utf-8", errors="replace"), newline=""))
+    # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
+    reader = csv.DictReader(io.StringIO(raw.decode("utf-8-sig", errors="replace"), newline=""))
     try:
         missing = {"candidate", "value"} - set(reader.fieldnames or [])
         if missing:
             raise Invalid(f"CSV header lacks column(s) {sorted(missing)}", field="body")
         pairs = []
         for line, row in enumerate(reader, start=2):
+            if row["candidate"] is None or row["value"] is None:
+                raise Invalid(f"CSV line {line}: fewer fields than the header's "
+                              f"{len(reader.fieldnames or [])}", field=f"body.line{line}")
             try:
                 pairs.append((int(row["candidate"]), float(row["value"])))
             except (TypeError, ValueError) as exc:
