@@ -49,6 +49,8 @@ log = logging.getLogger("bbkb.client")
 R = TypeVar("R")
 #: Default of ``max_outage``: how long the loop rides out an unavailable server, in seconds.
 MAX_OUTAGE = 120.0
+#: Distinct failure reasons of one run logged as warnings (the rest at INFO).
+MAX_WARNED_REASONS = 10
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,7 @@ class _Run:
         self.free = list(range(n_workers))[::-1]
         self.running: dict[Future[Any], tuple[int, TrialPublic, float]] = {}
         self.n_completed = self.n_failed = self.n_retried = 0
+        self.reasons: set[str] = set()  # failure reasons already logged as a warning
         self.ask_after = 0.0
         self.batches: dict[int, set[int]] = {}
         self.bar = _Progress(progress, n, f"study {study.id}")
@@ -252,7 +255,12 @@ class _Run:
             self.bar.advance(self.best)
         else:
             self.n_retried += 1
-        log.info("trial %s failed (%s): %s", trial.id, status, reason)
+        if reason in self.reasons or len(self.reasons) >= MAX_WARNED_REASONS:
+            log.info("trial %s failed (%s): %s", trial.id, status, reason)
+            return
+        self.reasons.add(reason)  # a broken fn is seen at once, without logging set up
+        log.warning("trial %s failed (%s): %s (again: logged at INFO)", trial.id,
+                    "for good" if status == "failed" else "retried", reason)
 
     def heartbeat(self) -> None:
         """Renew the leases of evaluations running for longer than a third of the lease."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -60,6 +61,22 @@ def test_exceptions_fail_the_trial_retryably_and_the_study_carries_on(bbkb):
     retried = [t for t in _completed(study) if t.attempt == 2]
     assert len(retried) == result.n_retried
     assert all(t.error.startswith("RuntimeError: flaky at") for t in retried)
+
+
+def test_a_broken_fn_is_reported_once_as_a_warning(bbkb, caplog):
+    """Without a progress bar or logging set up, a fn that cannot run returned best=None and
+    n_failed quietly; each distinct reason is now one warning (Python prints warnings)."""
+    def wrong_signature(x: float) -> float:
+        return x
+
+    X = np.random.default_rng(5).random((40, 2))
+    study = bbkb.create_study("broken", candidates=X, engine={"strategy": "uniform"})
+    caplog.set_level(logging.WARNING, logger="bbkb.client")
+    result = study.optimize(wrong_signature, 6, n_workers=2, progress=False)
+    assert result.best is None and result.n_failed == 6
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "unexpected keyword argument 'x0'" in warnings[0], warnings
 
 
 @pytest.mark.parametrize("bad, reason", [(float("nan"), "not a finite number"),
