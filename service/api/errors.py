@@ -1,5 +1,6 @@
 """Every error leaves as JSON ``{"detail": ..., "field": ...}`` with a 4xx status (503 with
-Retry-After when the database is busy or unreachable), never a 500."""
+Retry-After when the database is busy or unreachable); bad input is never a 500 (a 500 is a
+bug, logged with its traceback)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,15 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
-        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+        kind, where = first.get("type"), tuple(first.get("loc", ()))
+        if kind == "json_invalid":  # loc: ("body", character offset)
+            offset = where[1] if len(where) > 1 else "?"
+            reason = first.get("ctx", {}).get("error", "")
+            return _json(422, f"malformed JSON at character {offset}: {reason}", "body")
+        if where == ("body",) and kind in ("model_attributes_type", "dict_type"):
+            return _json(422, "the body must be a JSON object, sent with Content-Type: "
+                              "application/json", "body")
+        loc = [str(p) for p in where if p not in ("body", "query", "path")]
         return _json(422, str(first.get("msg")), ".".join(loc) or None)
 
     @app.exception_handler(HTTPException)

@@ -56,7 +56,7 @@ class StudyCreate(BaseModel):
     upload: bool = Field(default=False, description="Candidates follow as a .npy upload.")
     objective: Annotated[str, Field(max_length=300)] | None = None
     max_attempts: int = Field(default=3, ge=1, le=100)
-    lease_seconds: float = Field(default=300.0, gt=0, le=7 * 86400)
+    lease_seconds: float = Field(default=300.0, gt=0, le=7 * 86400, allow_inf_nan=False)
 
     @field_validator("parameter_names")
     @classmethod

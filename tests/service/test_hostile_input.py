@@ -234,3 +234,24 @@ def test_a_go_ucb_network_too_large_for_the_columns_is_refused_when_they_arrive(
         assert client.put(url, content=buffer.getvalue(),
                           headers={"content-type": "application/octet-stream"}).status_code == 200
         assert client.get("/v1/studies", params={"name": "wide"}).json()["studies"] == []
+
+
+@pytest.mark.parametrize("content, headers, detail", [
+    (b'{"name": "x", ', {"content-type": "application/json"},
+     "malformed JSON at character 14: Expecting property name enclosed in double quotes"),
+    (b'{"name": "x", "search_space": []}', {},  # curl -d without -H: not JSON to the server
+     "the body must be a JSON object, sent with Content-Type: application/json"),
+    (b"[1, 2]", {"content-type": "application/json"},
+     "the body must be a JSON object, sent with Content-Type: application/json"),
+    (b'{"name": "x", "candidates": [[1.0]], "lease_seconds": NaN}',
+     {"content-type": "application/json"}, "Input should be a finite number"),
+])
+def test_a_body_that_is_not_a_json_object_says_so(tmp_path, content, headers, detail):
+    """They answered "JSON decode error" with the field "14" (a byte offset), pydantic's "valid
+    dictionary or object to extract fields from", and for a NaN lease "less than or equal to
+    604800"."""
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        r = client.post("/v1/studies", content=content, headers=headers)
+        assert r.status_code == 422 and r.json()["detail"] == detail, r.text
+        field = "lease_seconds" if "NaN" in content.decode() else "body"
+        assert r.json()["field"] == field
