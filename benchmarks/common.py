@@ -86,12 +86,6 @@ def simulate(problem: Problem, strategy: Strategy, steps: int, mark: int,
                      mark_cpu_seconds=mark_cpu)
 
 
-def regret_ratio(problem: Problem, arms: np.ndarray) -> np.ndarray:
-    """R_t / E[R_t of the uniform policy], the latter in closed form t * (f* - mean f)."""
-    gap = problem.best_value - float(np.mean(problem.values))
-    return problem.regret(arms) / (gap * np.arange(1, len(arms) + 1))
-
-
 def mean_interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Mean over axis 0 and the half-width of its Student-t interval (NaN for one sample)."""
     samples = np.asarray(samples, dtype=float)

@@ -426,7 +426,7 @@ def run_one(problem: Problem, config: dict[str, Any], T: int, seed: int) -> dict
     mark = min(2000, T)
     result = common.simulate(problem, strategy, T, mark, rng)
     cpu = time.process_time() - cpu
-    ratio = common.regret_ratio(problem, result.arms)
+    ratio = problem.regret_ratio(result.arms)
     final = strategy.hyperparameters
     return {"ratio_mark": float(ratio[mark - 1]), "ratio_T": float(ratio[T - 1]),
             "mark_seconds": result.mark_seconds, "seconds": result.engine_seconds,

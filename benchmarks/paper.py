@@ -230,7 +230,7 @@ def summarise(group: list[tuple[RunSpec, RunResult]], problem: Problem, T: int,
               mark: int) -> dict[str, Any]:
     """Numbers of one configuration over its seeds (the table row and the JSON summary)."""
     spec = group[0][0]
-    ratios = np.array([common.regret_ratio(problem, r.arms) for _, r in group])
+    ratios = np.array([problem.regret_ratio(r.arms) for _, r in group])
     row: dict[str, Any] = {k: v for k, v in asdict(spec).items() if k != "seed"}
     row |= {"label": spec.label, "seeds": len(group)}
     for key, t in (("ratio_mark", mark), ("ratio_T", T)):
@@ -321,7 +321,7 @@ def plot_regret(dataset: str, groups: list[list[tuple[RunSpec, RunResult]]],
     varying = varying_fields([g[0][0] for g in groups])
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     for group in groups:
-        curves = np.array([common.regret_ratio(problem, r.arms) for _, r in group])
+        curves = np.array([problem.regret_ratio(r.arms) for _, r in group])
         steps = np.arange(1, curves.shape[1] + 1)
         label = curve_label(group[0][0], varying)
         common.band_plot(axes[0], steps, curves, label, band="interval")
@@ -365,7 +365,7 @@ def plot_batches(dataset: str, groups: list[list[tuple[RunSpec, RunResult]]],
 
 def run_record(spec: RunSpec, result: RunResult, problem: Problem, mark: int) -> dict[str, Any]:
     """Raw numbers of one run for the JSON file (ratio curve on a grid of about 200 steps)."""
-    ratio = common.regret_ratio(problem, result.arms)
+    ratio = problem.regret_ratio(result.arms)
     grid = np.unique(np.r_[np.linspace(1, spec.steps, 200).astype(int), min(mark, spec.steps)])
     return asdict(spec) | {
         "engine_seconds": result.engine_seconds,

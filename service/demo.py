@@ -132,8 +132,8 @@ def _summary(http: httpx2.Client, sid: int, wall: float, delay: float, workers: 
                                           "reading the batches")["batches"]]
     info = _answer(http.get(f"/v1/studies/{sid}"), "reading the study")
     f = problem.values
-    regret = np.cumsum(f.max() - f[arms])
-    ratio = regret[-1] / (len(arms) * (f.max() - f.mean()))
+    ratios = problem.regret_ratio(arms)
+    ratio = ratios[-1]
     figures = {"evaluations": len(arms), "best_found": float(f[arms].max()),
                "optimum": float(f.max()), "regret_ratio_vs_uniform": float(ratio),
                "batches": len(batches), "mean_batch": float(np.mean(batches)) if batches else 0.0,
@@ -150,11 +150,12 @@ def _summary(http: httpx2.Client, sid: int, wall: float, delay: float, workers: 
     print(f"regret ratio vs uniform {ratio:.3f}")
     print(f"{len(batches)} batches (mean size {figures['mean_batch']:.1f}, largest "
           f"{figures['max_batch']:.0f}); dictionary {figures['dictionary']} points")
-    figures["plot_saved"] = _plot(f, arms, batches, out)
+    figures["plot_saved"] = _plot(f, arms, ratios, batches, out)
     return figures
 
 
-def _plot(f: np.ndarray, arms: np.ndarray, batches: list[int], out: Path) -> bool:
+def _plot(f: np.ndarray, arms: np.ndarray, ratios: np.ndarray, batches: list[int],
+          out: Path) -> bool:
     """Save the plot; False when it could not be written (no matplotlib is not a failure)."""
     try:
         import matplotlib
@@ -164,15 +165,11 @@ def _plot(f: np.ndarray, arms: np.ndarray, batches: list[int], out: Path) -> boo
     except ImportError:
         print("(install matplotlib for the plot)")
         return True
-    if len(arms) == 0:
-        print("no completed evaluation: no plot")
-        return False
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     try:
         steps = np.arange(1, len(arms) + 1)
         axes[0].plot(steps, np.maximum.accumulate(f[arms]), label="best so far")
-        axes[0].plot(steps, np.cumsum(f.max() - f[arms]) / (steps * (f.max() - f.mean())),
-                     label="regret ratio vs uniform")
+        axes[0].plot(steps, ratios, label="regret ratio vs uniform")
         axes[0].set_xlabel("evaluations")
         axes[0].legend()
         axes[1].bar(np.arange(len(batches)), batches)

@@ -143,3 +143,9 @@ class Problem:
                 f"got shape {idx.shape}"
             )
         return np.cumsum(self.best_value - self.values[idx])
+
+    def regret_ratio(self, selected: np.ndarray) -> np.ndarray:
+        """``R_t / E[R_t]`` of the uniform policy, the latter in closed form
+        ``t (best_value - mean(values))``: below 1 the run beats picking arms at random."""
+        gap = self.best_value - float(np.mean(self.values))
+        return self.regret(selected) / (gap * np.arange(1, len(selected) + 1))

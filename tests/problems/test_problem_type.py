@@ -24,6 +24,14 @@ def test_regret_matches_hand_computation() -> None:
     assert p.regret(np.array([], dtype=int)).shape == (0,)
 
 
+def test_regret_ratio_is_one_for_the_uniform_policy_in_expectation() -> None:
+    p = _small()
+    every = np.tile(np.arange(len(p.values)), 25)  # each arm as often: uniform's average
+    assert p.regret_ratio(every)[-1] == pytest.approx(1.0)
+    best = int(np.argmax(p.values))
+    np.testing.assert_array_equal(p.regret_ratio(np.full(5, best)), np.zeros(5))
+
+
 def test_arrays_are_copied_and_read_only() -> None:
     cands = np.zeros((3, 1))
     vals = np.array([1.0, 2.0, 3.0])
