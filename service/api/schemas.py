@@ -36,10 +36,9 @@ def parameter_column(name: str) -> str:
 class StudyCreate(BaseModel):
     """A new study: a candidate matrix (inline, or uploaded afterwards as .npy) or a search space.
 
-    ``engine`` holds the optimiser's configuration (keys of ``service.engine.EngineConfig``:
-    strategy, kernel, lam, noise, rkhs_bound, delta, batch_threshold, oversampling,
-    stopping_rule, explore, mode, min_parallelism, batch_size, epsilon, seed, hyperparameters,
-    normalize, ard).
+    ``engine`` holds the optimiser's configuration: the fields of ``service.engine.EngineConfig``
+    (strategy, kernel, lam, explore, mode, seed, hyperparameters, normalize, ...; an unknown key
+    is a 422 that lists them).
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -195,7 +195,8 @@ class EngineConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ConfigError(f"unknown configuration keys {unknown}", field=unknown[0])
+            raise ConfigError(f"unknown configuration keys {unknown}; the keys are "
+                              f"{sorted(known)}", field=unknown[0])
         return cls(**data)
 
     def replace(self, **changes: Any) -> EngineConfig:

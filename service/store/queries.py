@@ -1,4 +1,5 @@
-"""The few queries the service needs, in one place (handlers never write SQL).
+"""The queries the service needs, in one place (the health check and the dispatch status
+count are the only SQL written in handlers).
 
 Engine state is rebuilt from rows: trial columns in t order plus the latest batch's dictionary
 (see service.engine.strategy.EngineState). Values are stored as the user gave them; the sign for

@@ -168,7 +168,8 @@ def test_config_round_trips_through_a_plain_dictionary():
                        lam=0.3, seed=9)
     again = EngineConfig.from_dict(cfg.to_dict())
     assert again == cfg
-    with pytest.raises(ConfigError, match="unknown configuration keys"):
+    with pytest.raises(ConfigError, match=r"unknown configuration keys \['bandwidth'\]; the "
+                                          r"keys are \[.*'kernel'.*'lam'"):
         EngineConfig.from_dict({"strategy": "bbkb", "bandwidth": 3})
 
 
