@@ -309,6 +309,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
     except APIError as exc:
         where = f" (field {exc.field})" if getattr(exc, "field", None) else ""
+        if exc.status_code == 404 and not where:  # no such route, not a missing study
+            where = " (no such API route: give --url / BBKB_URL as the server's address, " \
+                    "e.g. http://127.0.0.1:8000, without /v1)"
         print(f"error: {exc.detail}{where}", file=sys.stderr)
     except BBKBError as exc:
         print(f"error: {exc}", file=sys.stderr)

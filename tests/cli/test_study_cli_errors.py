@@ -96,6 +96,8 @@ def test_connection_settings_and_output_errors(server, tmp_path, capsys, monkeyp
         code, _, err = run(capsys, "study", "list", "--url", url)
         assert code == 1 and err == f"error: url must start with http:// or https://, " \
                                     f"got {url!r}\n"
+    code, _, err = run(capsys, "study", "list", "--url", f"{server.url}/v1")
+    assert code == 1 and err.startswith("error: Not Found (no such API route: give --url"), err
     monkeypatch.setenv("BBKB_API_KEY_FILE", str(tmp_path / "nonexistent"))
     code, _, err = run(capsys, "study", "list", "--url", server.url)
     assert code == 1 and err.startswith("error: BBKB_API_KEY_FILE=") and "cannot be read" in err
