@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from .logs import check_level
+from .objectives import parse_modules
 
 
 class Settings(BaseSettings):
@@ -47,6 +48,19 @@ class Settings(BaseSettings):
         default=None, description="Configure logging at start-up: 'json' = one JSON object per "
                                   "line; unset: leave logging to the host process.")
     log_level: Annotated[str, AfterValidator(check_level)] = "info"
+    objective_modules: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), description="Comma-separated module prefixes that import-path objectives "
+        "('package.module:function') may come from ('mylab' allows 'mylab.objectives', not "
+        "'mylabx'; '*': any module). Empty: only 'function:<name>' and 'dataset:<name>'. "
+        "Workers check their own BBKB_OBJECTIVE_MODULES before any import.")
+
+    @field_validator("objective_modules", mode="before")
+    @classmethod
+    def _objective_modules(cls, value: object) -> tuple[str, ...]:
+        """Comma-separated (or a list); each entry a dotted identifier or '*'."""
+        if value is not None and not isinstance(value, str | list | tuple):
+            raise ValueError("expected comma-separated module prefixes")
+        return parse_modules(value)  # type: ignore[arg-type]
 
     @field_validator("database_url")
     @classmethod

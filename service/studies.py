@@ -28,8 +28,10 @@ def engine_invalid(exc: EngineError) -> Invalid:
     return Invalid(str(exc), field=f"engine.{exc.field}" if exc.field else "engine")
 
 
-def build_spec(request: StudyCreate, dim: int | None) -> dict[str, Any]:
-    """The stored study spec; the engine config is validated here (errors name the field)."""
+def build_spec(request: StudyCreate, dim: int | None, objective_modules: tuple[str, ...]
+               ) -> dict[str, Any]:
+    """The stored study spec; the engine config and the objective (against the modules
+    import paths may come from) are validated here (errors name the field)."""
     try:
         config = EngineConfig.from_dict(request.engine)
     except EngineError as exc:
@@ -44,7 +46,7 @@ def build_spec(request: StudyCreate, dim: int | None) -> dict[str, Any]:
                           field="parameter_names")
         parameters = {"kind": "matrix", "names": names}
     if request.objective is not None:
-        check_objective(request.objective)
+        check_objective(request.objective, objective_modules)
     return {"direction": request.direction, "engine": config.to_dict(),
             "parameters": parameters, "objective": request.objective,
             "max_attempts": request.max_attempts, "lease_seconds": request.lease_seconds}

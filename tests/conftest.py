@@ -13,6 +13,11 @@ import pytest
 from service.processes import ServerProcess
 
 PG_DIR = Path(os.environ.get("BBKB_TEST_PGDATA", "/tmp/bbkb-test-pgdata"))
+#: The tests' own objectives (``tests.workers.objective_fns:...``) are import paths: allowed in
+#: this process (in-process apps' Settings) and, inherited, in every server and worker process
+#: the tests start. A test of the allow-list sets its own value in the child's environment.
+TEST_OBJECTIVE_MODULES = "tests"
+os.environ["BBKB_OBJECTIVE_MODULES"] = TEST_OBJECTIVE_MODULES
 
 
 @pytest.fixture(scope="session")

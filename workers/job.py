@@ -4,7 +4,9 @@ A worker process needs only ``BBKB_URL`` (the API) and, with keys, ``BBKB_API_KE
 named by ``BBKB_API_KEY_FILE``); Redis is RQ's concern. While the objective runs, a heartbeat
 thread keeps the trial's lease alive. An exception (or ``sys.exit``) fails the trial with its text
 (retryable: the server retries it up to the study's max attempts); a value that is not a finite
-number within +-1e100 fails it for good with the reason, and so does one the server refuses (422).
+number within +-1e100 fails it for good with the reason, and so does one the server refuses (422)
+and an objective the worker refuses (a module its own ``BBKB_OBJECTIVE_MODULES`` does not allow:
+it is never imported).
 The SDK retries every request with backoff for ``BBKB_WORKER_RETRY_SECONDS`` (default 60: 1 to 2
 minutes with the jitter), so a result survives a server restart.
 """
@@ -107,7 +109,8 @@ def _evaluate(client: Client, payload: dict[str, Any]) -> float | None:
     try:
         objective = resolve(payload["objective"])
         return run(objective, payload["candidate"], payload["vector"], payload["parameters"])
-    except ValueError as exc:  # a bad objective spec or a bad value: retrying cannot help
+    except ValueError as exc:  # a bad objective spec, a module this worker's
+        # BBKB_OBJECTIVE_MODULES does not allow (never imported) or a bad value: for good
         study.fail(payload["trial_id"], _clip(str(exc)), retryable=False,
                    worker_id=payload["worker_id"])
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the objective's failure or timeout

@@ -9,6 +9,9 @@
 
 Options after ``?`` tune the built-ins: ``delay`` (seconds of simulated evaluation time),
 ``noise`` (sd), ``dim`` (for functions of any dimension), e.g. ``dataset:abalone?delay=0.05``.
+The grammar is :func:`service.objectives.parse_objective`, the server's too. An import path is
+imported only from a module the worker's ``BBKB_OBJECTIVE_MODULES`` allows (see
+:func:`resolve`).
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
 import numpy as np
 
 from client.loop import as_value
+from service.objectives import check_module, modules_from_env, parse_objective
 
 
 @dataclass(frozen=True)
@@ -35,31 +38,32 @@ class Objective:
     delay: float = 0.0
 
 
-def _options(query: str) -> dict[str, float]:
-    out = {}
-    for key, value in parse_qsl(query, strict_parsing=bool(query)):
-        try:
-            out[key] = float(value)
-        except ValueError as exc:
-            raise ValueError(f"objective option {key}={value!r} is not a number") from exc
-    return out
-
-
 @functools.lru_cache(maxsize=32)
-def resolve(spec: str) -> Objective:
-    """Turn an objective string into an :class:`Objective` (cached per process)."""
-    head, _, query = spec.partition("?")
-    options = _options(query)
+def _built(spec: str) -> Objective:
+    """The :class:`Objective` of a parsed, allowed spec (cached per process)."""
+    kind, name, options = parse_objective(spec)
     delay = options.pop("delay", 0.0)
-    kind, sep, name = head.partition(":")
-    if kind == "function" and sep:
+    if kind == "function":
         return Objective(spec, _function(name, options), delay)
-    if kind == "dataset" and sep:
+    if kind == "dataset":
         return Objective(spec, _dataset(name, options), delay)
-    if sep and name:
-        return Objective(spec, _import(kind, name), delay)
-    raise ValueError(f"objective {spec!r}: expected 'package.module:function', "
-                     "'function:<name>' or 'dataset:<name>'")
+    module, _, attribute = name.partition(":")
+    return Objective(spec, _import(module, attribute), delay)
+
+
+def resolve(spec: str) -> Objective:
+    """Turn an objective string into an :class:`Objective`. The security boundary: an import
+    path is imported only if this worker's own ``BBKB_OBJECTIVE_MODULES`` (read now, from its
+    environment) allows its module, whatever the server allowed. ValueError with the reason
+    (a bad spec, a module not allowed, an invalid setting): the trial fails for good."""
+    parsed = parse_objective(spec)
+    if parsed.kind == "import":
+        try:
+            allowed = modules_from_env()
+        except ValueError as exc:
+            raise ValueError(f"objective {spec!r} refused: this worker's {exc}") from exc
+        check_module(parsed, spec, allowed, where="this worker")
+    return _built(spec)
 
 
 def _function(name: str, options: dict[str, float]) -> Callable[..., float]:

@@ -84,6 +84,7 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
 
     if parent is not None:
         _watch_parent(parent)
+    _check_modules()
     connection = _redis(redis_url)
     _check_api()
     worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
@@ -112,6 +113,16 @@ def _watch_parent(parent: int, poll: float = 1.0) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="bbkb-parent-watch", daemon=True).start()
+
+
+def _check_modules() -> None:
+    """BBKB_OBJECTIVE_MODULES parses (StartupError if not: every import-path trial would fail)."""
+    from service.objectives import modules_from_env
+
+    try:
+        modules_from_env()
+    except ValueError as exc:
+        raise StartupError(str(exc)) from exc
 
 
 def _redis(url: str) -> Redis:

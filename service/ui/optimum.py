@@ -10,10 +10,10 @@ after i evaluations, the simple regret is ``f(x*) - max_{s <= i} f(x_s)`` (maxim
 from __future__ import annotations
 
 from collections.abc import Callable
-from urllib.parse import parse_qsl
 
 import numpy as np
 
+from ..objectives import parse_objective
 from ..problems import dataset_problem, get_function
 
 
@@ -23,16 +23,14 @@ def noiseless_values(objective: str | None, n_candidates: int, dim: int,
     built-in one or does not fit the study (other size or dimension)."""
     if not objective:
         return None
-    head, _, query = objective.partition("?")
-    kind, _, name = head.partition(":")
     try:
-        options = dict(parse_qsl(query))
+        kind, name, options = parse_objective(objective)  # a stored one may predate the checks
         if kind == "dataset":
             values = dataset_problem(name).values  # type: ignore[arg-type]
             return values if len(values) == n_candidates else None
         if kind == "function":
-            if "dim" in options and float(options["dim"]) != dim:
-                return None  # checked before building the function: dim=1e15 would allocate
+            if "dim" in options and options["dim"] != dim:
+                return None  # checked before building the function
             fn = get_function(name, dim if "dim" in options else None)
             if fn.dim != dim:
                 return None

@@ -163,3 +163,16 @@ def test_the_build_context_holds_what_the_image_installs(tmp_path):
             "service/problems/data/cadata.csv.gz", "service/ui/static/dashboard.js",
             "workers/job.py", "client/__init__.py"} <= names
     assert "bbkb = service.cli:main" in entry_points
+
+
+def test_the_api_and_the_workers_get_the_same_objective_modules():
+    """BBKB_OBJECTIVE_MODULES set in .env (or the shell) reaches the api, which refuses other
+    import paths, and the workers, which import nothing else; unset, neither has it (default:
+    built-ins only)."""
+    services = compose_config(BBKB_OBJECTIVE_MODULES="mylab,otherlab.objectives")["services"]
+    for name in ("api", "worker"):
+        assert services[name]["environment"]["BBKB_OBJECTIVE_MODULES"] == \
+            "mylab,otherlab.objectives", name
+    services = compose_config()["services"]
+    for name in ("api", "worker"):
+        assert services[name]["environment"].get("BBKB_OBJECTIVE_MODULES") in (None, ""), name

@@ -16,7 +16,7 @@ from workers import runner
 def system(tmp_path) -> Iterator[dict[str, Any]]:  # type: ignore[no-untyped-def]
     redis = RedisProcess().start()
     env = {"BBKB_DATA_DIR": str(tmp_path), "BBKB_AUTH": "none", "BBKB_REDIS_URL": redis.url,
-           "BBKB_REAPER_INTERVAL": "0.2"}
+           "BBKB_REAPER_INTERVAL": "0.2", "BBKB_OBJECTIVE_MODULES": "tests"}
     parts: dict[str, Any] = {"redis": redis, "env": env, "workers": [],
                              "server": ServerProcess(env).start()}
     yield parts

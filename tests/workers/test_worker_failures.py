@@ -328,6 +328,13 @@ def test_no_processes_is_a_usage_error(n, capsys):
     assert stopped.value.code == 2 and "--processes must be at least 1" in capsys.readouterr().err
 
 
+def test_an_invalid_module_list_stops_the_worker_at_start():
+    """Before, the worker ran and failed every import-path trial for good."""
+    code, err = _exit(_worker("redis://127.0.0.1:1/0", BBKB_OBJECTIVE_MODULES="my-lab"))
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith("bbkb worker: BBKB_OBJECTIVE_MODULES: 'my-lab' is not a module"), err
+
+
 @pytest.mark.parametrize("redis_url", ["redis://127.0.0.1:{port}/0", "nonsense://x"])
 def test_an_unusable_redis_is_a_one_line_error(redis_url):
     code, err = _exit(_worker(redis_url.format(port=free_port())))

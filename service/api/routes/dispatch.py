@@ -9,7 +9,15 @@ from ... import dispatch, studies
 from ...errors import Conflict, Invalid
 from ...objectives import FORMS, check_objective
 from ...store.models import Trial, utcnow
-from ..deps import MetricsDep, OwnerDep, ReadSessionDep, RuntimesDep, SessionDep, StudyId
+from ..deps import (
+    MetricsDep,
+    OwnerDep,
+    ReadSessionDep,
+    RuntimesDep,
+    SessionDep,
+    SettingsDep,
+    StudyId,
+)
 from ..responses import json_answer
 from ..schemas import DispatchComplete, DispatchCompleted, DispatchRequest, DispatchStatus
 from .studies import owned
@@ -40,7 +48,7 @@ def _finished(session, study, runtimes) -> int:  # type: ignore[no-untyped-def]
 
 @router.post("")
 def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
-                   session: SessionDep, runtimes: RuntimesDep,
+                   session: SessionDep, runtimes: RuntimesDep, settings: SettingsDep,
                    request: Request) -> DispatchStatus:
     """Evaluate the study's objective on Redis workers until n_evaluations more trials have
     an outcome (counted from now: a second dispatch after a first one evaluates again)."""
@@ -48,7 +56,7 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
     objective = body.objective or study.spec.get("objective")
     if not objective:
         raise Invalid(f"an objective {FORMS} is needed", field="objective")
-    check_objective(objective)
+    check_objective(objective, settings.objective_modules)
     if request.app.state.dispatcher is None:
         raise Conflict("this server has no Redis (set BBKB_REDIS_URL) to dispatch to",
                        field="redis")
@@ -75,7 +83,11 @@ def pause_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
 
 @router.post("/resume")
 def resume_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
-                    runtimes: RuntimesDep, request: Request) -> DispatchStatus:
+                    runtimes: RuntimesDep, settings: SettingsDep,
+                    request: Request) -> DispatchStatus:
+    plan = owned(session, study_id, owner).dispatch
+    if plan and plan.get("objective"):  # BBKB_OBJECTIVE_MODULES may have changed since
+        check_objective(plan["objective"], settings.objective_modules)
     status = _set(study_id, owner, session, runtimes, "running")
     if request.app.state.dispatcher is not None:
         request.app.state.dispatcher.wake.set()

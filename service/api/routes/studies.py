@@ -44,7 +44,8 @@ def create_study(body: StudyCreate, owner: OwnerDep, session: SessionDep,
                           field="candidates")
     if body.search_space is not None:
         _check_space_size(body, settings)
-    spec = studies.build_spec(body, len(body.candidates[0]) if body.candidates else None)
+    spec = studies.build_spec(body, len(body.candidates[0]) if body.candidates else None,
+                              settings.objective_modules)
     candidates = studies.candidates_of(body, seed=int(spec["engine"]["seed"]))
     study = studies.create(session, owner, body, candidates, spec)
     return studies.study_public(session, study, studies.ParameterDecoder(session, study,

@@ -1,0 +1,200 @@
+"""The server's allow-list of objective modules (``BBKB_OBJECTIVE_MODULES``) and the shared
+objective grammar, against real server processes. The workers' side (the security boundary):
+``tests/workers/test_objective_modules.py``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from service.processes import RedisProcess, ServerProcess, free_port
+from service.settings import Settings
+from service.ui.optimum import noiseless_values
+
+SPACE = {"search_space": [{"name": "command", "type": "categorical",
+                           "choices": ["touch /tmp/bbkb-objective-modules-test"]}],
+         "n_candidates": 1}
+BOX = {"search_space": [{"name": "x0", "type": "float", "low": 0.0, "high": 1.0},
+                        {"name": "x1", "type": "float", "low": 0.0, "high": 1.0}],
+       "n_candidates": 20}
+
+
+def _server(tmp_path: Path, modules: str | None, name: str = "db",
+            redis_url: str | None = None) -> ServerProcess:
+    env = {"BBKB_DATABASE_URL": f"sqlite:///{tmp_path / f'{name}.sqlite'}", "BBKB_AUTH": "none"}
+    if redis_url is not None:
+        env["BBKB_REDIS_URL"] = redis_url
+    env["BBKB_OBJECTIVE_MODULES"] = modules if modules is not None else ""
+    return ServerProcess(env)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
+    """One server per setting: the default (empty), ``mylab``, ``*``."""
+    tmp = tmp_path_factory.mktemp("objective-modules")
+    started = {key: _server(tmp, value, key) for key, value in
+               (("default", ""), ("mylab", "mylab, otherlab.objectives"), ("any", "*"))}
+    try:
+        yield {key: server.start().url for key, server in started.items()}
+    finally:
+        for server in started.values():
+            server.stop()
+
+
+def _create(url: str, objective: str, space: dict | None = None) -> httpx2.Response:
+    return httpx2.post(f"{url}/v1/studies", json={"name": uuid.uuid4().hex, "objective": objective,
+                                                  **(space or SPACE)})
+
+
+def test_os_system_is_refused_by_default_with_how_to_allow_it(servers):
+    """The audit's exploit: a study with objective os:system and a categorical `command`.
+    Before, it was created (and dispatched workers ran the shell command)."""
+    r = _create(servers["default"], "os:system")
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["field"] == "objective"
+    assert "module 'os' is not allowed" in body["detail"]
+    assert "BBKB_OBJECTIVE_MODULES" in body["detail"]
+    assert "on the server and on the workers" in body["detail"]
+    assert "BBKB_OBJECTIVE_MODULES is empty" in body["detail"]
+    # nor can a dispatch name it for a study with a harmless objective
+    sid = _create(servers["default"], "function:branin", BOX).json()["id"]
+    r = httpx2.post(f"{servers['default']}/v1/studies/{sid}/dispatch",
+                    json={"n_evaluations": 1, "objective": "os:system"})
+    assert r.status_code == 422 and r.json()["field"] == "objective", r.text
+    assert "module 'os' is not allowed" in r.json()["detail"]
+    for builtin in ("function:branin", "dataset:abalone?delay=0.5&noise=0.01"):
+        assert _create(servers["default"], builtin, BOX).status_code == 201
+
+
+PREFIX_CASES = [
+    ("mylab:f", True), ("mylab.objectives:f", True), ("mylab.a.b:f", True),
+    ("otherlab.objectives:f", True), ("otherlab.objectives.deep:f", True),
+    ("mylabx:f", False), ("mylabx.objectives:f", False), ("otherlab:f", False),
+    ("otherlab.other:f", False), ("otherlab.objectivesx:f", False), ("os:system", False),
+    ("subprocess:run", False), ("tests.workers.objective_fns:quadratic", False)]
+
+
+def test_a_prefix_allows_its_module_and_submodules_only(servers):
+    """BBKB_OBJECTIVE_MODULES='mylab, otherlab.objectives'."""
+    for objective, allowed in PREFIX_CASES:
+        r = _create(servers["mylab"], objective)
+        assert r.status_code == (201 if allowed else 422), (objective, r.text)
+        if not allowed:
+            module = objective.partition(":")[0]
+            assert r.json()["field"] == "objective"
+            assert f"module {module!r} is not allowed" in r.json()["detail"]
+            assert "'mylab', 'otherlab.objectives'" in r.json()["detail"]
+
+
+def test_only_a_star_allows_any_module(servers):
+    for objective in ("os:system", "anything.at.all:f", "mylabx:f"):
+        assert _create(servers["any"], objective).status_code == 201
+        assert _create(servers["default"], objective).status_code == 422
+
+
+def test_a_stored_study_whose_module_is_no_longer_allowed_cannot_be_dispatched(tmp_path):
+    """Created while the server allowed ``tests``; after a restart with the default list its
+    dispatch is refused the same way (before: accepted, or 409 for want of Redis)."""
+    server = _server(tmp_path, "tests").start()
+    try:
+        r = _create(server.url, "tests.workers.objective_fns:quadratic", BOX)
+        assert r.status_code == 201, r.text
+        sid = r.json()["id"]
+    finally:
+        server.stop()
+    server = _server(tmp_path, "").start()
+    try:
+        r = httpx2.post(f"{server.url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 2})
+        assert r.status_code == 422 and r.json()["field"] == "objective", r.text
+        assert "module 'tests.workers.objective_fns' is not allowed" in r.json()["detail"]
+        assert httpx2.get(f"{server.url}/v1/studies/{sid}").status_code == 200  # still readable
+    finally:
+        server.stop()
+
+
+def test_a_paused_dispatch_whose_module_is_no_longer_allowed_cannot_be_resumed(tmp_path):
+    """The dispatch was started while the server allowed ``tests`` (no worker ran it here)."""
+    redis = RedisProcess().start()
+    try:
+        server = _server(tmp_path, "tests", redis_url=redis.url).start()
+        try:
+            sid = _create(server.url, "tests.workers.objective_fns:quadratic", BOX).json()["id"]
+            r = httpx2.post(f"{server.url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 2})
+            assert r.status_code == 200, r.text
+            assert httpx2.post(f"{server.url}/v1/studies/{sid}/dispatch/pause").status_code == 200
+        finally:
+            server.stop()
+        server = _server(tmp_path, "", redis_url=redis.url).start()
+        try:
+            r = httpx2.post(f"{server.url}/v1/studies/{sid}/dispatch/resume")
+            assert r.status_code == 422 and r.json()["field"] == "objective", r.text
+            status = httpx2.get(f"{server.url}/v1/studies/{sid}/dispatch").json()["status"]
+            assert status == "paused"
+        finally:
+            server.stop()
+    finally:
+        redis.stop()
+
+
+@pytest.mark.parametrize("value", ["my-lab", "mylab,,other", "mylab.", "os;rm -rf", "a b",
+                                   ".mylab", "mylab,*x"])
+def test_a_bad_setting_is_refused_at_start(tmp_path, value):
+    """The server does not start (before: the unknown setting was ignored), and ``bbkb serve``
+    exits 1 naming the setting."""
+    with pytest.raises(RuntimeError, match="server exited"):
+        _server(tmp_path, value).start(timeout=30)
+    with pytest.raises(ValueError, match="is not a module prefix"):
+        Settings(objective_modules=value)
+    env = {"BBKB_OBJECTIVE_MODULES": value, "BBKB_DATA_DIR": str(tmp_path), "PATH": "/usr/bin"}
+    out = subprocess.run([sys.executable, "-m", "service.cli", "serve", "--no-auth", "--port",
+                          str(free_port())], env=env, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 1 and "objective_modules" in out.stderr.lower(), out.stderr
+
+
+def test_good_settings_are_parsed():
+    assert Settings(objective_modules=" mylab , otherlab.objectives ").objective_modules == (
+        "mylab", "otherlab.objectives")
+    assert Settings(objective_modules="").objective_modules == ()
+    assert Settings(objective_modules="*").objective_modules == ("*",)
+
+
+@pytest.mark.parametrize("options, why", [
+    ("delay=1e400", "finite"), ("delay=nan", "finite"), ("delay=inf", "finite"),
+    ("delay=-1", ">= 0"), ("noise=-0.5", ">= 0"), ("noise=inf", "finite"),
+    ("noise=nan", "finite"), ("dim=-inf", "dim must be an integer")])
+def test_options_must_be_finite_and_delay_and_noise_nonnegative(servers, options, why):
+    """Before, ?delay=1e400 (and nan, -1) was stored and every dispatched trial failed with an
+    OverflowError (or ValueError) in time.sleep."""
+    for objective in (f"function:branin?{options}", f"dataset:abalone?{options}",
+                      f"mylab.objectives:f?{options}"):
+        r = _create(servers["mylab"], objective, BOX)
+        assert r.status_code == 422 and r.json()["field"] == "objective", r.text
+        assert why in r.json()["detail"], r.json()["detail"]
+        sid = _create(servers["mylab"], "function:branin", BOX).json()["id"]
+        r = httpx2.post(f"{servers['mylab']}/v1/studies/{sid}/dispatch",
+                        json={"n_evaluations": 1, "objective": objective})
+        assert r.status_code == 422 and r.json()["field"] == "objective", r.text
+
+
+def test_one_grammar_for_the_server_the_workers_and_the_dashboard():
+    from service.objectives import parse_objective
+
+    assert parse_objective("function:branin?delay=0.5&dim=2") == (
+        "function", "branin", {"delay": 0.5, "dim": 2.0})
+    assert parse_objective("mylab.objectives:f?delay=0") == ("import", "mylab.objectives:f",
+                                                              {"delay": 0.0})
+    assert parse_objective("mylab.objectives:f").module == "mylab.objectives"
+    with pytest.raises(ValueError, match="finite"):
+        parse_objective("dataset:abalone?delay=1e400")
+    # the dashboard: a stored objective with a bad option has no known optimum (before: the
+    # regret curve of an objective no worker can evaluate)
+    assert noiseless_values("dataset:abalone?noise=-1", 4177, 8, lambda: None) is None
+    assert noiseless_values("dataset:abalone?noise=0.1", 4177, 8, lambda: None) is not None

@@ -1,0 +1,127 @@
+"""The workers' allow-list of objective modules (``BBKB_OBJECTIVE_MODULES``), the security
+boundary: a worker never imports an objective's module that its own list does not allow, even
+when the server allowed it, and the trial fails for good with the reason. Real Redis, a real
+server and real ``bbkb worker`` processes."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import numpy as np
+import pytest
+
+from workers import runner
+
+from .helpers import dispatch_study
+
+X = np.random.default_rng(2).random((40, 2))
+FORBIDDEN = "tests.workers.forbidden_objective"
+
+
+def _trials(url: str, sid: int) -> list[dict[str, Any]]:
+    return httpx2.get(f"{url}/v1/studies/{sid}/trials", params={"limit": 1000}).json()["trials"]
+
+
+def _dispatch_and_finish(system: dict[str, Any], objective: str, worker_env: dict[str, str],
+                         n: int = 2) -> list[dict[str, Any]]:
+    """Dispatch ``n`` evaluations of ``objective`` to one worker with ``worker_env``; the
+    study's trials once the dispatch is done."""
+    url = system["server"].url
+    sid = dispatch_study(url, X, objective, name=uuid.uuid4().hex, max_attempts=3,
+                         lease_seconds=30.0)
+    system["workers"] += runner.spawn(system["redis"].url, 1, env={"BBKB_URL": url, **worker_env})
+    r = httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": n,
+                                                             "parallelism": 1})
+    assert r.status_code == 200, r.text  # the server (BBKB_OBJECTIVE_MODULES=tests) allows it
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if httpx2.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] == "done":
+            return _trials(url, sid)
+        time.sleep(0.1)
+    raise AssertionError(f"the dispatch never finished: {_trials(url, sid)}")
+
+
+@pytest.mark.parametrize("worker_modules", ["tests.workers.objective_fns", "", "mylab,testsx"])
+def test_a_worker_never_imports_a_module_its_own_list_does_not_allow(system, tmp_path,
+                                                                     worker_modules):
+    """The server allows ``tests``; the worker's narrower list does not cover the module: it is
+    never imported nor called, and each trial fails for good (1 attempt of 3) with the reason.
+    Before, the worker imported and ran whatever the server stored (os:system included)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"BBKB_OBJECTIVE_MODULES": worker_modules, "BBKB_TEST_MARKS": str(marks)}
+    trials = _dispatch_and_finish(system, f"{FORBIDDEN}:touch", env)
+    assert [(t["status"], t["attempt"]) for t in trials] == [("failed", 1)] * 2, trials
+    for trial in trials:
+        assert "'tests.workers.forbidden_objective' is not allowed on this worker" in \
+            trial["error"], trial["error"]
+        assert "BBKB_OBJECTIVE_MODULES" in trial["error"]
+    assert list(marks.iterdir()) == []  # neither imported nor called
+
+
+def test_a_worker_runs_exactly_what_its_list_allows(system, tmp_path):
+    """A worker whose list is just the forbidden module: it imports and runs that module's
+    objective, and refuses the server-allowed ``tests.workers.objective_fns`` (for good)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"BBKB_OBJECTIVE_MODULES": FORBIDDEN, "BBKB_TEST_MARKS": str(marks)}
+    trials = _dispatch_and_finish(system, f"{FORBIDDEN}:touch", env)
+    assert [t["status"] for t in trials] == ["completed"] * 2, trials
+    assert sorted(p.name for p in marks.iterdir()) == ["called", "imported"]
+    system["workers"] = runner.stop(system["workers"], timeout=5) or []
+    trials = _dispatch_and_finish(system, "tests.workers.objective_fns:quadratic", env, n=1)
+    assert [(t["status"], t["attempt"]) for t in trials] == [("failed", 1)], trials
+    assert "'tests.workers.objective_fns' is not allowed on this worker" in trials[0]["error"]
+
+
+def test_an_invalid_list_imports_nothing(monkeypatch, tmp_path):
+    """A list that does not parse allows no import path (built-ins still resolve); a worker
+    started with one stops at start (test_worker_failures), this covers a list changed under
+    a running process."""
+    from workers.objectives import resolve
+
+    monkeypatch.setenv("BBKB_TEST_MARKS", str(tmp_path))
+    monkeypatch.delitem(sys.modules, FORBIDDEN, raising=False)
+    monkeypatch.setenv("BBKB_OBJECTIVE_MODULES", "tests.workers,my-lab")
+    with pytest.raises(ValueError, match="'my-lab' is not a module prefix"):
+        resolve(f"{FORBIDDEN}:touch")
+    assert FORBIDDEN not in sys.modules and not list(Path(tmp_path).iterdir())
+    assert resolve("function:branin").delay == 0.0
+
+
+def test_resolve_checks_the_list_before_any_import(monkeypatch, tmp_path):
+    """In process: resolve() refuses with ValueError (job.py fails such a trial for good) and
+    the module is not in sys.modules afterwards; ``mylab`` does not cover ``mylabx``."""
+    from workers.objectives import resolve
+
+    monkeypatch.setenv("BBKB_TEST_MARKS", str(tmp_path))
+    monkeypatch.delitem(sys.modules, FORBIDDEN, raising=False)
+    for modules in ("", "tests.workers.forbidden", "tests.workers.objective_fns,os"):
+        monkeypatch.setenv("BBKB_OBJECTIVE_MODULES", modules)
+        with pytest.raises(ValueError, match="is not allowed on this worker"):
+            resolve(f"{FORBIDDEN}:touch")
+        with pytest.raises(ValueError, match="'subprocess' is not allowed"):
+            resolve("subprocess:run")
+    assert FORBIDDEN not in sys.modules and not list(Path(tmp_path).iterdir())
+    monkeypatch.setenv("BBKB_OBJECTIVE_MODULES", "*")
+    assert resolve("tests.workers.objective_fns:quadratic").evaluate(0, [], {"x0": 0.3,
+                                                                           "x1": 0.7}) == 0.0
+    monkeypatch.setenv("BBKB_OBJECTIVE_MODULES", "")  # the built-ins always resolve
+    assert resolve("function:branin").delay == 0.0
+
+
+@pytest.mark.parametrize("objective", [
+    "function:branin?delay=1e400", "function:branin?delay=nan", "function:branin?delay=-1",
+    "function:branin?noise=-0.1", "function:branin?noise=inf", "function:branin?dim=inf"])
+def test_resolve_refuses_options_that_are_not_finite_or_negative(objective):
+    """Before, resolve accepted them and every evaluation then failed (OverflowError in
+    time.sleep) or drew NaN noise."""
+    from workers.objectives import resolve
+
+    with pytest.raises(ValueError, match="finite|>= 0|integer"):
+        resolve(objective)
