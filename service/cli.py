@@ -123,8 +123,7 @@ def _keys_ensure(args: argparse.Namespace) -> int:
 def _worker(args: argparse.Namespace) -> int:
     from workers.runner import main as worker_main
 
-    argv = ["--processes", str(args.processes)] + (["--burst"] if args.burst else [])
-    return worker_main(argv + (["--redis-url", args.redis_url] if args.redis_url else []))
+    return worker_main(args.rest)  # the runner parses its own options (bbkb worker --help)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -171,13 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="default: BBKB_LOG_LEVEL; BBKB_LOG_FORMAT=json for JSON lines")
     serve.set_defaults(run=_serve)
 
-    worker = sub.add_parser("worker", help="run RQ worker processes that evaluate trials",
-                            description="Needs BBKB_URL (the API), with keys BBKB_API_KEY (or "
-                                        "BBKB_API_KEY_FILE), and Redis (--redis-url or "
-                                        "BBKB_REDIS_URL).")
-    worker.add_argument("--processes", "-n", type=int, default=1)
-    worker.add_argument("--redis-url", help="default: BBKB_REDIS_URL")
-    worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    worker = sub.add_parser("worker", add_help=False,
+                            help="run RQ worker processes that evaluate trials")
     worker.set_defaults(run=_worker)
 
     demo = sub.add_parser("demo", add_help=False,
@@ -226,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"bbkb: BBKB_LOG_LEVEL: {exc}") from None
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command == "demo":
+    if args.command in ("demo", "worker"):
         args.rest = rest
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

@@ -242,9 +242,12 @@ def supervise(children: Sequence[subprocess.Popen[bytes]], poll: float = 0.2,
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="bbkb worker", description=__doc__)
-    parser.add_argument("--redis-url", default=os.environ.get("BBKB_REDIS_URL"))
-    parser.add_argument("--processes", "-n", type=int, default=1)
+    parser = argparse.ArgumentParser(prog="bbkb worker", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--redis-url", default=os.environ.get("BBKB_REDIS_URL"),
+                        help="default: BBKB_REDIS_URL")
+    parser.add_argument("--processes", "-n", type=int, default=1,
+                        help="worker processes (default: 1)")
     parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
     parser.add_argument("--parent", type=int, help=argparse.SUPPRESS)  # set by spawn()
     args = parser.parse_args(argv)

@@ -306,3 +306,11 @@ def test_keys_need_a_real_owner_name(capsys, owner: str) -> None:
         extra = ["--file", "unused"] if command == "ensure" else []
         code, _, err = run(capsys, "keys", command, "--owner", owner, *extra)
         assert code == 2 and "an owner name is 1 to 200 printable characters" in err, err
+
+
+def test_bbkb_worker_takes_the_runners_own_options(capsys) -> None:
+    """``bbkb worker`` forwards its arguments to workers.runner (one parser, not two)."""
+    code, out, _ = run(capsys, "worker", "--help")
+    assert code == 0 and "--processes" in out and "SIGHUP" in out
+    code, _, err = run(capsys, "worker", "-n", "0", "--redis-url", "redis://127.0.0.1:1/0")
+    assert code == 2 and "--processes must be at least 1, got 0" in err
