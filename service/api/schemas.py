@@ -88,6 +88,9 @@ class StudyCreate(BaseModel):
         sources = [self.candidates is not None, self.search_space is not None, self.upload]
         if sum(sources) != 1:
             raise ValueError("give exactly one of candidates, search_space or upload=true")
+        if self.n_candidates is not None and self.search_space is None:
+            raise ValueError("n_candidates goes with a search_space (that many are sampled); "
+                             "inline or uploaded candidates are all used")
         if self.search_space is not None:
             if self.n_candidates is None:
                 raise ValueError("a search space needs n_candidates")

@@ -199,6 +199,14 @@ def test_a_study_can_be_deleted_whatever_names_exist(database_url, tmp_path):
         assert sorted(names) == ["a", f"a#deleted-{sid}"]
 
 
+@pytest.mark.parametrize("source", [{"upload": True}, {"candidates": [[0.0], [1.0]]}])
+def test_n_candidates_without_a_search_space_is_refused(tmp_path, source):
+    """It was ignored in silence (the audit: upload=true with n_candidates)."""
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        r = client.post("/v1/studies", json={"name": "s", "n_candidates": 5} | source)
+        assert r.status_code == 422 and "n_candidates goes with a search_space" in r.text, r.text
+
+
 def test_repeated_parameter_names_are_refused(tmp_path):
     """They were stored, and a trial's parameters (a dict by name) lost a column."""
     with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
