@@ -57,6 +57,10 @@ def read_candidates(path: Path) -> tuple[np.ndarray, list[str] | None]:
     import numpy as np
 
     if path.suffix == ".npy":
+        with path.open("rb") as handle:  # else np.load tries it as a pickle, and says so
+            if handle.read(6) != b"\x93NUMPY":
+                raise ValueError(f"{path}: not a .npy file (no NumPy header); save it with "
+                                 "numpy.save, or give a .csv")
         return _checked(np.load(path, allow_pickle=False), None), None
     with path.open(newline="", encoding="utf-8-sig") as handle:
         header = next(csv.reader(handle, skipinitialspace=True), [])

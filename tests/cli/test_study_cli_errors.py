@@ -45,6 +45,7 @@ def _files(tmp: Path) -> None:
     np.save(tmp / "complex.npy", np.ones((2, 2), complex))
     np.save(tmp / "vector.npy", np.ones(3))
     np.save(tmp / "nan.npy", np.array([[1.0, np.inf]]))
+    (tmp / "csv.npy").write_text("1,2\n3,4\n")  # a CSV renamed: was "pickled data" to numpy
 
 
 CASES: list[tuple[list[str], str]] = [
@@ -67,6 +68,7 @@ CASES: list[tuple[list[str], str]] = [
     (["s", "--candidates", "text.npy"], "must be real numbers"),
     (["s", "--candidates", "complex.npy"], "must be real numbers, not complex128"),
     (["s", "--candidates", "nan.npy"], "row 1, column 2: inf is not a finite number"),
+    (["s", "--candidates", "csv.npy"], "csv.npy: not a .npy file (no NumPy header)"),
 ]
 
 
