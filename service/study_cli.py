@@ -79,7 +79,7 @@ def read_candidates(path: Path) -> tuple[np.ndarray, list[str] | None]:
             matrix = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2,
                                 encoding="utf-8-sig", quotechar='"')
         except ValueError:
-            _check_ragged(path, names)
+            _check_rows(path, names)
             raise
     if names is not None and matrix.size and matrix.shape[1] != len(names):
         raise ValueError(f"the header names {len(names)} columns, the rows have "
@@ -87,23 +87,34 @@ def read_candidates(path: Path) -> tuple[np.ndarray, list[str] | None]:
     return _checked(matrix, names), names
 
 
-def _check_ragged(path: Path, names: list[str] | None) -> None:
+def _check_rows(path: Path, names: list[str] | None) -> None:
     """ValueError naming the first data line whose number of columns differs from the header's
-    (``names``), or from the first data line's without one; else nothing."""
+    (``names``), or from the first data line's without one, or the first cell that is not a
+    number (row and column as :func:`_checked` counts them: from 1, data rows only; numpy's
+    own message counts rows from 0); else nothing."""
     with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle, skipinitialspace=True)
         if names is not None:
             next(reader)
         width, where = (len(names), "the header") if names is not None else (0, "")
+        data_row = 0
         for row in reader:
             if not "".join(row).strip() or row[0].startswith("#"):
                 continue  # blank lines and comments, as numpy.loadtxt skips them
+            data_row += 1
             if not width:
                 width, where = len(row), f"line {reader.line_num}"
             elif len(row) != width:
                 plural = "" if len(row) == 1 else "s"
                 raise ValueError(f"line {reader.line_num} has {len(row)} column{plural}, "
                                  f"expected {width} as in {where}")
+            for column, cell in enumerate(row, 1):
+                try:
+                    float(cell)
+                except ValueError:
+                    name = f" ({names[column - 1]!r})" if names else ""
+                    raise ValueError(f"row {data_row}, column {column}{name}: {cell!r} is not "
+                                     f"a number") from None
 
 
 def _check_names(names: list[str]) -> None:

@@ -38,6 +38,7 @@ def _files(tmp: Path) -> None:
     (tmp / "empty.csv").write_text("")
     (tmp / "header-only.csv").write_text("a,b\n")
     (tmp / "nan.csv").write_text("a,b\n1,2\n3,nan\n")
+    (tmp / "text.csv").write_text("a,b\n1,2\n3,x\n")  # row 2 like nan.csv (numpy: "row 1")
     (tmp / "inf.csv").write_text("1,2\ninf,3\n")
     (tmp / "dup.csv").write_text("a,b,a\n1,2,3\n")
     np.save(tmp / "cube.npy", np.zeros((2, 2, 2)))
@@ -62,6 +63,7 @@ CASES: list[tuple[list[str], str]] = [
     (["s", "--candidates", "header-only.csv"], "no candidates: the matrix has no rows"),
     (["s", "--candidates", "nan.csv"], "row 2, column 2 ('b'): nan is not a finite number"),
     (["s", "--candidates", "inf.csv"], "row 2, column 1: inf is not a finite number"),
+    (["s", "--candidates", "text.csv"], "row 2, column 2 ('b'): 'x' is not a number"),
     (["s", "--candidates", "dup.csv"], "column name 'a' appears twice (columns 1 and 3)"),
     (["s", "--candidates", "cube.npy"], "2-D matrix (rows x parameters), not an array of shape"),
     (["s", "--candidates", "vector.npy"], "not an array of shape (3,)"),
