@@ -70,7 +70,7 @@ class Job:
     d: int = 20
     lengthscale: float = 0.0  # 0: sqrt(d / 6), so that a typical k(x, x') is about exp(-1/2)
     lam: float = 1.0
-    width: float = 5.0  # about C~ * beta with C~ = 2, F = 1, lam = 1 (ENGINE.md, UCB width)
+    width: float = 5.0  # about C~ * beta with C~ = 2, F = 1, lam = 1 (the UCB width, BBKB Thm. 2)
     block_rows: int = 8192
     repeats: int = 3
     min_seconds: float = 2.0  # keep repeating cheap configurations up to this much time

@@ -1,7 +1,7 @@
 """Engine configuration: one frozen, validated record per study.
 
-Parameter names follow ENGINE.md: ``lam`` is the regulariser lambda, ``noise`` is xi, ``rkhs_bound``
-is F, ``batch_threshold`` is C~ (BBKB) or C (GP-BUCB), ``oversampling`` is q-bar.
+Parameter names follow the BBKB paper: ``lam`` is the regulariser lambda, ``noise`` is xi,
+``rkhs_bound`` is F, ``batch_threshold`` is C~ (BBKB) or C (GP-BUCB), ``oversampling`` is q-bar.
 """
 
 from __future__ import annotations

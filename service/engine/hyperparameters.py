@@ -13,7 +13,7 @@ below is written.
 - :func:`sparse_log_likelihood`: Titsias' (2009) variational lower bound
   log N(y | 0, Q + noise I) - tr(K - Q) / (2 noise), Q = K_nm K_mm^-1 K_mn, with the inducing
   points = the current Nystrom dictionary, O(n m^2). The first term alone is the DTC marginal
-  likelihood of the posterior BBKB uses (ENGINE.md); the trace term makes the objective a lower
+  likelihood of the posterior BBKB uses (nystrom.py); the trace term makes the objective a lower
   bound on the exact log likelihood, so maximising it cannot trade accuracy for a smaller
   dictionary (DTC's own likelihood can favour hyper-parameters under which the dictionary
   explains the data badly, i.e. it overfits the approximation; Bauer et al. 2016).

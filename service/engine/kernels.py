@@ -1,7 +1,7 @@
 """Kernels k(x, x') evaluated in bounded-memory row blocks.
 
 All kernels are stationary or dot-product kernels on rows of float64 matrices. ``kappa2`` is an
-upper bound on k(x, x) over the candidate set (ENGINE.md notation).
+upper bound on k(x, x) over the candidate set (kappa^2 of the BKB and BBKB papers).
 """
 
 from __future__ import annotations

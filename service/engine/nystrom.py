@@ -1,6 +1,7 @@
 """Nystrom (DTC) posterior of BKB / BBKB for one batch, in the 1/lambda-scaled convention.
 
-At batch start (ENGINE.md, "Posterior"), with dictionary S and embedding z(x):
+At batch start (BKB paper, Calandriello et al. 2019, Sec. 3.1, the approximate posterior;
+BBKB freezes S for the batch), with dictionary S and embedding z(x):
 
     V_all = sum_pulled n_a z_a z_a^T + lam I        (observed and pending: variance only)
     V_obs = sum_observed n_a z_a z_a^T + lam I,  b = sum_observed z_a * (sum of y_a)

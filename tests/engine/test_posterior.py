@@ -26,7 +26,7 @@ def _nystrom(kernel, X, dictionary, pulled, observed, values, lam, block_rows=7)
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("lam", [0.05, 1.0])
 def test_full_dictionary_equals_exact_gp(kernel, lam):
-    """With S = all pulled arms the DTC posterior is the exact GP posterior (ENGINE.md)."""
+    """With S = all pulled arms the DTC posterior is the exact GP posterior (nystrom.py)."""
     rng = np.random.default_rng(1)
     X = rng.random((60, 3)) * 2
     pulled = rng.choice(12, size=20)  # repeated arms among the first 12 candidates
@@ -69,7 +69,7 @@ def test_rank_one_updates_match_recomputation():
                      rng.random(30), lam)
     np.testing.assert_allclose(post.variance(np.arange(200)), fresh.variance_start,
                                rtol=1e-9, atol=1e-12)
-    # ENGINE.md's explicit formula for one more point a*, in the unwhitened embedding:
+    # the explicit formula for one more point a*, in the unwhitened embedding:
     # sigma2_new(x) = sigma2(x) - (z(x)^T V^-1 z*)^2 / (1 + z*^T V^-1 z*)
     Z = post.embedding(X)
     arms, counts = np.unique(np.concatenate([pulled, batch]), return_counts=True)
@@ -119,7 +119,7 @@ def test_empty_dictionary_gives_the_prior():
 
 
 def test_covariance_start_matches_definition():
-    """k~(x, x') = (k(x, x') - z(x)^T z(x')) / lam + z(x)^T V^-1 z(x') (ENGINE.md)."""
+    """k~(x, x') = (k(x, x') - z(x)^T z(x')) / lam + z(x)^T V^-1 z(x') (BKB paper, Sec. 3.1)."""
     rng = np.random.default_rng(8)
     kernel, X, lam = RBF(lengthscale=0.5), rng.random((70, 2)), 0.7
     dictionary = rng.choice(70, size=12, replace=False)
