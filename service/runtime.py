@@ -12,6 +12,7 @@ cached engine valid; any other failure drops it, and the next request rebuilds i
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -47,14 +48,21 @@ class StudyRuntime:
         return -1.0 if self.spec["direction"] == "minimize" else 1.0
 
     def parameters(self, candidate: int) -> dict[str, Any]:
-        return decode_parameters(self.spec, self.candidates[candidate])
+        return self._decode(self.candidates[candidate])
+
+    @functools.cached_property
+    def _decode(self) -> Callable[[np.ndarray], dict[str, Any]]:
+        return row_decoder(self.spec)
 
 
-def decode_parameters(spec: dict[str, Any], row: np.ndarray) -> dict[str, Any]:
+def row_decoder(spec: dict[str, Any]) -> Callable[[np.ndarray], dict[str, Any]]:
+    """The named parameters of a candidate row, for a study's ``spec``; the search space is
+    validated once here, not once per row (every trial of a list or export page)."""
     space = spec["parameters"]
     if space["kind"] == "space":
-        return SearchSpace(parameters=space["space"]).decode(row)
-    return decode_matrix_row(space["names"] or [f"x{i}" for i in range(len(row))], row)
+        return SearchSpace(parameters=space["space"]).decode
+    names = space["names"]
+    return lambda row: decode_matrix_row(names or [f"x{i}" for i in range(len(row))], row)
 
 
 class Runtimes:

@@ -17,7 +17,7 @@ from .api.schemas import StudyCreate, StudyPublic, TrialPublic
 from .engine import EngineConfig, EngineError, as_candidates, check_dimension
 from .errors import Conflict, Invalid
 from .objectives import check_objective
-from .runtime import decode_parameters
+from .runtime import row_decoder
 from .searchspace import SearchSpace
 from .store import queries
 from .store.models import Batch, Study, Trial
@@ -142,6 +142,7 @@ class ParameterDecoder:
     def __init__(self, session: Session, study: Study, candidates: np.ndarray | None = None):
         self._session, self._study, self._candidates = session, study, candidates
         self._rows: dict[int, np.ndarray] = {}
+        self._decode = row_decoder(study.spec)
 
     def prefetch(self, candidates: Iterable[int]) -> None:
         """Read the rows of ``candidates`` not held yet, in one pass over their blocks."""
@@ -154,9 +155,9 @@ class ParameterDecoder:
 
     def __call__(self, candidate: int) -> dict[str, Any]:
         if self._candidates is not None:
-            return decode_parameters(self._study.spec, self._candidates[candidate])
+            return self._decode(self._candidates[candidate])
         self.prefetch([candidate])
-        return decode_parameters(self._study.spec, self._rows[candidate])
+        return self._decode(self._rows[candidate])
 
 
 def study_public(session: Session, study: Study, decode: ParameterDecoder) -> StudyPublic:
