@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Callable
 from typing import Any
 
 import httpx2
 import numpy as np
+
+
+def as_at_a_terminal(*ignored: signal.Signals) -> Callable[[], None]:
+    """A ``preexec_fn``: the child starts with SIGINT, SIGTERM and SIGHUP at their defaults, as
+    a command typed at a terminal does, whatever the test run inherited (a run under nohup
+    ignores SIGHUP, a background job of a script SIGINT, and the code under test keeps an
+    inherited SIG_IGN), then with ``ignored`` ignored."""
+    def preexec() -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        for signum in ignored:
+            signal.signal(signum, signal.SIG_IGN)
+    return preexec
 
 
 def dispatch_study(url: str, candidates: np.ndarray, objective: str, **fields: Any) -> int:

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from .helpers import as_at_a_terminal
+
 
 def test_demo_runs_end_to_end(tmp_path):
     plot = tmp_path / "demo.png"
@@ -40,7 +42,8 @@ def _started_demo(tmp_path, delay: float = 0.5  # type: ignore[no-untyped-def]
     demo = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "demo", "--evaluations", "100000", "--workers", "2",
          "--delay", str(delay), "--data-dir", str(tmp_path / "data")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        preexec_fn=as_at_a_terminal())
     assert demo.stdout is not None
     urls = re.match(r"Redis (redis://\S+),", demo.stdout.readline())
     assert urls is not None

@@ -26,7 +26,7 @@ import pytest
 from service.processes import RedisProcess, ServerProcess, free_port
 from workers import runner
 
-from .helpers import dispatch_study
+from .helpers import as_at_a_terminal, dispatch_study
 
 X = np.random.default_rng(1).random((50, 2))
 HERE = "tests.workers.test_worker_failures"
@@ -188,9 +188,11 @@ def test_the_parent_exits_non_zero_naming_a_child_that_died(system):
     assert not psutil.pid_exists(children[1].pid)  # the other was stopped (and reaped)
 
 
-def _parent(system: dict[str, Any], delay: float = 2.0, n: int = 2, **popen: Any
+def _parent(system: dict[str, Any], delay: float = 2.0, n: int = 2,
+            ignored: tuple[signal.Signals, ...] = ()
             ) -> tuple[subprocess.Popen[str], int, list, Path]:
-    """``bbkb worker -n n`` in a session of its own (as at a terminal: its own process group),
+    """``bbkb worker -n n`` in a session of its own (as at a terminal: its own process group,
+    signals at their defaults but ``ignored``),
     once each worker process is inside an evaluation of ``delay`` s: (parent, study, the trials
     being evaluated, the directory where each evaluation leaves a file as it begins)."""
     url, marks = system["server"].url, Path(system["env"]["BBKB_DATA_DIR"], "marks")
@@ -201,7 +203,7 @@ def _parent(system: dict[str, Any], delay: float = 2.0, n: int = 2, **popen: Any
         env={**os.environ, "BBKB_URL": url, "BBKB_TEST_DELAY": str(delay),
              "BBKB_TEST_MARKS": str(marks)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        **popen)
+        preexec_fn=as_at_a_terminal(*ignored))
     sid = _study(url, f"{HERE}:marked")
     httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 6, "parallelism": n})
     _until(lambda: len({mark.name.split("-")[0] for mark in marks.iterdir()}) == n, 60,
@@ -271,8 +273,7 @@ def test_a_sigint_ignored_at_start_stays_ignored(system):
     """A parent started with SIGINT ignored (a background job of a script) does not stop on
     SIGINT, nor do its worker processes, also once a warm stop is under way (RQ then installs
     its cold-stop handler for SIGINT too); SIGTERM still stops them warm."""
-    parent, sid, running, _ = _parent(
-        system, delay=4.0, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    parent, sid, running, _ = _parent(system, delay=4.0, ignored=(signal.SIGINT,))
     children = psutil.Process(parent.pid).children()
     os.killpg(parent.pid, signal.SIGINT)
     time.sleep(1.0)
@@ -456,8 +457,7 @@ def test_a_third_signal_kills_children_deaf_to_sigterm():
 def test_a_sigterm_ignored_at_start_still_stops_the_worker_processes(system):
     """A parent that inherited SIGTERM as ignored still stops its worker processes with SIGTERM
     (they take it: before, they inherited the SIG_IGN too and Ctrl-C waited forever)."""
-    parent, sid, running, _ = _parent(
-        system, preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    parent, sid, running, _ = _parent(system, ignored=(signal.SIGTERM,))
     os.killpg(parent.pid, signal.SIGINT)
     code, err = _exit(parent)
     assert code == 0 and "Traceback" not in err, err
