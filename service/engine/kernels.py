@@ -66,11 +66,11 @@ PARAMETER_RANGE = (1e-30, 1e30)
 
 
 def _number(name: str, value: object) -> float:
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError) as exc:
+    """``value`` as a float if it is a number (not a bool or a numeric string)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
         raise ConfigError(f"kernel {name} must be a number, got {value!r}",
-                          field=f"kernel.{name}") from exc
+                          field=f"kernel.{name}")
+    return float(value)
 
 
 def _positive(name: str, value: object) -> float:
