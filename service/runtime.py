@@ -44,8 +44,7 @@ class StudyRuntime:
 
     @property
     def sign(self) -> float:
-        """+1 to maximise, -1 to minimise (the engine always maximises)."""
-        return -1.0 if self.spec["direction"] == "minimize" else 1.0
+        return direction_sign(self.spec)
 
     def parameters(self, candidate: int) -> dict[str, Any]:
         return self._decode(self.candidates[candidate])
@@ -53,6 +52,11 @@ class StudyRuntime:
     @functools.cached_property
     def _decode(self) -> Callable[[np.ndarray], dict[str, Any]]:
         return row_decoder(self.spec)
+
+
+def direction_sign(spec: dict[str, Any]) -> float:
+    """+1 to maximise, -1 to minimise (the engine always maximises)."""
+    return -1.0 if spec["direction"] == "minimize" else 1.0
 
 
 def row_decoder(spec: dict[str, Any]) -> Callable[[np.ndarray], dict[str, Any]]:
@@ -159,7 +163,6 @@ class Runtimes:
             candidates = queries.load_candidates(session, study.id)
             self._candidates[study.id] = candidates
         config = EngineConfig.from_dict(study.spec["engine"])
-        sign = -1.0 if study.spec["direction"] == "minimize" else 1.0
-        state = queries.load_engine_state(session, study.id, sign)
+        state = queries.load_engine_state(session, study.id, direction_sign(study.spec))
         strategy = Strategy.restore(candidates, config, state)
         return StudyRuntime(study.id, study.version, study.spec, candidates, strategy)
