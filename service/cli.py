@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import logs, study_cli
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -31,7 +36,7 @@ def _check_database() -> None:
     """Refuse here, in one line, what the application factory would refuse inside uvicorn with
     a traceback: a SQLite directory that cannot be created, and with BBKB_AUTO_MIGRATE off a
     stale schema."""
-    from .store.database import make_engine, sqlite_path
+    from .store.database import sqlite_path
     from .store.migrate import ensure_schema
 
     settings = Settings()
@@ -43,41 +48,46 @@ def _check_database() -> None:
     if path is not None and not path.exists():  # connecting would create it, only to refuse it
         raise SystemExit(f"bbkb serve: no database at {path}: run `bbkb migrate` first (or set"
                          " BBKB_AUTO_MIGRATE=true)")
+    with _engine(settings) as engine:
+        try:
+            ensure_schema(engine, auto_upgrade=False)
+        except RuntimeError as exc:
+            raise SystemExit(f"bbkb serve: {exc}") from None
+
+
+@contextlib.contextmanager
+def _engine(settings: Settings | None = None) -> Iterator[Engine]:
+    """The settings' database engine, disposed of afterwards (an in-process call, as in the
+    tests, would otherwise keep its pooled connections)."""
+    from .store.database import make_engine
+
+    settings = settings or Settings()
     engine = make_engine(str(settings.database_url), settings.database_busy_seconds)
     try:
-        ensure_schema(engine, auto_upgrade=False)
-    except RuntimeError as exc:
-        raise SystemExit(f"bbkb serve: {exc}") from None
+        yield engine
     finally:
         engine.dispose()
 
 
 def _migrate(_: argparse.Namespace) -> int:
-    from .store.database import make_engine
     from .store.migrate import current, head, upgrade
 
-    engine = make_engine(str(Settings().database_url))
-    try:
+    with _engine() as engine:
         before = current(engine)
         upgrade(engine)
-    finally:
-        engine.dispose()
     print(f"database schema: {before or 'empty'} -> {head()}")
     return 0
 
 
 def _keys_create(args: argparse.Namespace) -> int:
     from .auth import create_key
-    from .store.database import make_engine, session_factory, transaction
+    from .store.database import session_factory, transaction
     from .store.migrate import ensure_schema
 
-    engine = make_engine(str(Settings().database_url))
-    try:
+    with _engine() as engine:
         ensure_schema(engine)
         with transaction(session_factory(engine)) as session:
             token = create_key(session, args.owner)
-    finally:
-        engine.dispose()
     print(token)
     print(f"(API key for owner {args.owner!r}: shown once, store it now)", file=sys.stderr)
     return 0
@@ -88,15 +98,14 @@ def _keys_ensure(args: argparse.Namespace) -> int:
     database knows it for that owner, else a new one. Compose's worker key; rerunning is a no-op."""
     from .auth import authenticate, create_key, owner_id_for
     from .errors import Unauthorized
-    from .store.database import make_engine, session_factory, transaction
+    from .store.database import session_factory, transaction
     from .store.migrate import ensure_schema
 
     if not args.file:
         raise SystemExit("bbkb keys ensure: --file or BBKB_API_KEY_FILE is required")
     path = Path(args.file)
     held = path.read_text().strip() if path.is_file() else ""
-    engine = make_engine(str(Settings().database_url))
-    try:
+    with _engine() as engine:
         ensure_schema(engine)
         with transaction(session_factory(engine)) as session:
             try:
@@ -113,8 +122,6 @@ def _keys_ensure(args: argparse.Namespace) -> int:
                     out.write(held + "\n")
             else:
                 path.chmod(0o600)
-    finally:
-        engine.dispose()
     state = "kept" if valid else "created"
     print(f"API key of owner {args.owner!r} in {path}: {state}", file=sys.stderr)
     return 0
