@@ -77,6 +77,10 @@ class Client:
                 raise TypeError(f"{name} must be a str or None, not {type(given).__name__}")
         if retries < 0 or backoff < 0:
             raise ValueError("retries and backoff must be >= 0")
+        # another library's client (httpx's) raises errors the retries do not know
+        if http is not None and not isinstance(http, httpx2.Client):
+            raise TypeError(f"http must be an httpx2.Client (a Starlette TestClient is one), "
+                            f"not {type(http).__module__}.{type(http).__name__}")
         given_base = str(http.base_url) if http is not None and str(http.base_url) else None
         self.url = (url or given_base or os.environ.get("BBKB_URL") or DEFAULT_URL).rstrip("/")
         if not self.url.startswith(("http://", "https://")):
@@ -304,6 +308,8 @@ def _inline(candidates: Any) -> list[list[float]]:
         if hasattr(candidates, "tolist"):  # numpy (then importable): converted in C
             import numpy as np
 
+            if np.iscomplexobj(candidates):  # astype would drop the imaginary part
+                raise TypeError(f"complex {np.asarray(candidates).dtype} values")
             return list(np.asarray(candidates, dtype=np.float64).tolist())
         return [[float(x) for x in row] for row in candidates]
     except (TypeError, ValueError) as error:
@@ -316,6 +322,8 @@ def _npy_bytes(candidates: Any) -> bytes:
     import numpy as np
 
     try:
+        if np.iscomplexobj(candidates):  # astype would drop the imaginary part
+            raise TypeError(f"complex {np.asarray(candidates).dtype} values")
         matrix = np.asarray(candidates, dtype=np.float64)
     except (TypeError, ValueError) as error:
         raise InvalidArgument(f"must be numbers: {error}", "candidates") from error

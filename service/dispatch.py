@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from . import trials
 from .engine import EngineConfig
 from .errors import Invalid
+from .objectives import check_objective
 from .runtime import Runtimes
 from .store import queries
 from .store.database import transaction
@@ -75,20 +76,33 @@ def finished(session: Session, study_id: int) -> int:
 class Dispatcher:
     """Enqueues evaluation jobs for dispatching studies; one per server process."""
 
-    def __init__(self, runtimes: Runtimes, sessions: Any, redis_url: str) -> None:
+    def __init__(self, runtimes: Runtimes, sessions: Any, redis_url: str,
+                 objective_modules: tuple[str, ...] = ()) -> None:
         from redis import Redis
         from rq import Queue
 
         self.runtimes, self.sessions = runtimes, sessions
+        self.objective_modules = objective_modules  # BBKB_OBJECTIVE_MODULES
         self.redis = Redis.from_url(redis_url)
         self.queue = Queue(QUEUE, connection=self.redis)
         self.wake = threading.Event()
 
     def studies(self) -> list[int]:
+        """The studies whose dispatch runs. One whose objective's module BBKB_OBJECTIVE_MODULES
+        no longer allows (started before the list changed) is paused instead: the workers
+        would fail every trial for good (resuming it is refused until the module is listed)."""
         with transaction(self.sessions) as session:
             rows = session.scalars(select(Study).where(Study.dispatch.is_not(None))).all()
-            return [s.id for s in rows if (s.dispatch or {}).get("status") == "running"
-                    and s.status == "active"]
+            running = [s for s in rows if (s.dispatch or {}).get("status") == "running"
+                       and s.status == "active"]
+            for study in list(running):
+                try:
+                    check_objective(study.dispatch["objective"], self.objective_modules)
+                except Invalid as exc:
+                    study.dispatch = {**study.dispatch, "status": "paused"}
+                    running.remove(study)
+                    log.warning("dispatch of study %d paused: %s", study.id, exc)
+            return [s.id for s in running]
 
     def top_up(self, study_id: int) -> int:
         """Enqueue jobs until the study's in-flight count reaches its target; returns how many."""

@@ -70,6 +70,8 @@ def parse_objective(spec: str) -> ParsedObjective:
         if name not in DATASETS:
             _bad(spec, f"unknown data set {name!r}; choose one of {list(DATASETS)}")
     elif all(part.isidentifier() for part in (*kind.split("."), *name.split("."))):
+        if name.startswith("_") or "._" in name:  # __init__, _private: not objectives
+            _bad(spec, f"{name!r} is a private name; an objective is a public function")
         return ParsedObjective("import", f"{kind}:{name}", options)
     else:
         _bad(spec, f"{head!r} is not an import path 'package.module:function'")

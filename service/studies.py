@@ -32,6 +32,9 @@ def build_spec(request: StudyCreate, dim: int | None, objective_modules: tuple[s
                ) -> dict[str, Any]:
     """The stored study spec; the engine config and the objective (against the modules
     import paths may come from) are validated here (errors name the field)."""
+    for key, value in request.engine.items():  # a bool is an int to Python (and the engine,
+        if isinstance(value, bool) and key != "ard":  # which loads specs stored with one)
+            raise Invalid(f"engine.{key} must be a number, not {value!r}", field=f"engine.{key}")
     try:
         config = EngineConfig.from_dict(request.engine)
     except EngineError as exc:

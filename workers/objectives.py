@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from client.loop import as_value
-from service.objectives import check_module, modules_from_env, parse_objective
+from service.objectives import check_module, module_allowed, modules_from_env, parse_objective
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class Objective:
     spec: str
     evaluate: Callable[[int, list[float], Mapping[str, Any]], Any]
     delay: float = 0.0
+    #: An import path's function: the module that defines it (None: a built-in objective).
+    defined_in: str | None = None
 
 
 @functools.lru_cache(maxsize=32)
@@ -48,7 +50,9 @@ def _built(spec: str) -> Objective:
     if kind == "dataset":
         return Objective(spec, _dataset(name, options), delay)
     module, _, attribute = name.partition(":")
-    return Objective(spec, _import(module, attribute), delay)
+    fn = _import(module, attribute)
+    return Objective(spec, lambda candidate, vector, parameters: fn(**parameters), delay,
+                     getattr(fn, "__module__", None) or "")
 
 
 def resolve(spec: str) -> Objective:
@@ -63,7 +67,13 @@ def resolve(spec: str) -> Objective:
         except ValueError as exc:
             raise ValueError(f"objective {spec!r} refused: this worker's {exc}") from exc
         check_module(parsed, spec, allowed, where="this worker")
-    return _built(spec)
+    objective = _built(spec)
+    if parsed.kind == "import" and not module_allowed(objective.defined_in or "", allowed):
+        # a name the allowed module imported from elsewhere (from subprocess import run)
+        raise ValueError(f"objective {spec!r} refused: its function is defined in module "
+                         f"{objective.defined_in or '(none)'!r}, which this worker's "
+                         f"BBKB_OBJECTIVE_MODULES does not allow")
+    return objective
 
 
 def _function(name: str, options: dict[str, float]) -> Callable[..., float]:
@@ -96,10 +106,10 @@ def _import(module: str, attribute: str) -> Callable[..., Any]:
         fn = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"objective {module}:{attribute} cannot be imported: {exc}") from exc
-
-    def evaluate(candidate: int, vector: list[float], parameters: Mapping[str, Any]) -> Any:
-        return fn(**parameters)
-    return evaluate
+    if not callable(fn):
+        raise ValueError(f"objective {module}:{attribute} is a {type(fn).__name__}, not a "
+                         "function")
+    return fn  # type: ignore[no-any-return]
 
 
 def run(objective: Objective, candidate: int, vector: list[float],

@@ -159,14 +159,14 @@ def spawn(redis_url: str, processes: int, env: dict[str, str] | None = None,
     """Start ``processes`` worker processes, children of this one, appended to ``children``
     (returned; a new list by default) as each starts: a Ctrl-C meanwhile loses none. They
     ignore SIGINT (the caller stops them with SIGTERM, :func:`stop`) and stop if this process
-    dies. SIGINT is blocked while they start, until they ignore it (``__main__``), so a Ctrl-C
-    then does not end one in a KeyboardInterrupt."""
+    dies. SIGINT and SIGHUP are blocked while they start, until they ignore them (``__main__``),
+    so a Ctrl-C or a hangup then does not end one."""
     cmd = [sys.executable, "-m", "workers.runner", "--redis-url", redis_url,
            "--parent", str(os.getpid())]
     if burst:
         cmd.append("--burst")
     children = [] if children is None else children
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
     try:
         for _ in range(processes):
             children.append(subprocess.Popen(cmd, env={**os.environ, **(env or {})},
@@ -290,5 +290,5 @@ if __name__ == "__main__":
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # even if the parent inherited SIG_IGN
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by spawn()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})  # spawn()
     raise SystemExit(main())

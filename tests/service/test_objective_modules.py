@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
 import pytest
+from redis import Redis
+from rq import Queue
 
 from service.processes import RedisProcess, ServerProcess, free_port
 from service.settings import Settings
@@ -119,8 +122,8 @@ def test_a_stored_study_whose_module_is_no_longer_allowed_cannot_be_dispatched(t
         server.stop()
 
 
-def test_a_paused_dispatch_whose_module_is_no_longer_allowed_cannot_be_resumed(tmp_path):
-    """The dispatch was started while the server allowed ``tests`` (no worker ran it here)."""
+def test_a_dispatch_whose_module_is_no_longer_allowed_is_not_resumed_nor_run(tmp_path):
+    """The dispatches were started while the server allowed ``tests`` (no worker ran them)."""
     redis = RedisProcess().start()
     try:
         server = _server(tmp_path, "tests", redis_url=redis.url).start()
@@ -129,14 +132,27 @@ def test_a_paused_dispatch_whose_module_is_no_longer_allowed_cannot_be_resumed(t
             r = httpx2.post(f"{server.url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 2})
             assert r.status_code == 200, r.text
             assert httpx2.post(f"{server.url}/v1/studies/{sid}/dispatch/pause").status_code == 200
+            running = _create(server.url, "tests.workers.objective_fns:quadratic", BOX).json()["id"]
+            r = httpx2.post(f"{server.url}/v1/studies/{running}/dispatch",
+                            json={"n_evaluations": 2})
+            assert r.status_code == 200, r.text
         finally:
             server.stop()
+        Redis.from_url(redis.url).flushall()  # the jobs the first server enqueued
         server = _server(tmp_path, "", redis_url=redis.url).start()
         try:
             r = httpx2.post(f"{server.url}/v1/studies/{sid}/dispatch/resume")
             assert r.status_code == 422 and r.json()["field"] == "objective", r.text
             status = httpx2.get(f"{server.url}/v1/studies/{sid}/dispatch").json()["status"]
             assert status == "paused"
+            # a dispatch left running: the dispatcher pauses it rather than enqueue trials
+            # that every worker with the new list would fail for good
+            deadline = time.monotonic() + 30
+            while httpx2.get(f"{server.url}/v1/studies/{running}/dispatch").json()[
+                    "status"] != "paused":
+                assert time.monotonic() < deadline, "the running dispatch was not paused"
+                time.sleep(0.2)
+            assert Queue("bbkb", connection=Redis.from_url(redis.url)).count == 0
         finally:
             server.stop()
     finally:

@@ -94,6 +94,24 @@ def test_an_invalid_list_imports_nothing(monkeypatch, tmp_path):
     assert resolve("function:branin").delay == 0.0
 
 
+def test_only_public_functions_defined_in_an_allowed_module_are_objectives(monkeypatch):
+    """helper-46's review: with ``tests`` allowed, ``tests:__init__`` rewrote the package's
+    __name__ from a categorical parameter, and a function the module imported from elsewhere
+    (``from service.processes import free_port``) was callable through it."""
+    from workers.objectives import resolve
+
+    monkeypatch.setenv("BBKB_OBJECTIVE_MODULES", "tests")
+    for private in ("tests:__init__", "tests.workers.objective_fns:_x"):
+        with pytest.raises(ValueError, match="is a private name"):
+            resolve(private)
+    with pytest.raises(ValueError, match="defined in module 'service.processes'"):
+        resolve("tests.workers.test_worker_failures:free_port")
+    with pytest.raises(ValueError, match="is a ndarray, not a function"):
+        resolve("tests.workers.test_worker_failures:X")
+    assert resolve("tests.workers.objective_fns:quadratic").defined_in == (
+        "tests.workers.objective_fns")
+
+
 def test_resolve_checks_the_list_before_any_import(monkeypatch, tmp_path):
     """In process: resolve() refuses with ValueError (job.py fails such a trial for good) and
     the module is not in sys.modules afterwards; ``mylab`` does not cover ``mylabx``."""
