@@ -65,11 +65,14 @@ def _in_flight(session: Session, study_id: int) -> int:
     return len(queries.running_on(session, study_id, PREFIX))
 
 
-def finished(session: Session, study_id: int) -> int:
-    """Suggested trials of the study with an outcome, from the database (O(trials): only where
-    the study's engine is not at hand)."""
+def finished(session: Session, runtimes: Runtimes, study: Study) -> int:
+    """Suggested trials of the study with an outcome: from its engine when this process has it
+    current (read without the study's lock: a hint), else one O(trials) count."""
+    done = runtimes.resolved(study.id, study.version)
+    if done is not None:
+        return done
     return int(session.scalar(select(func.count()).where(
-        Trial.study_id == study_id, Trial.kind == "suggested",
+        Trial.study_id == study.id, Trial.kind == "suggested",
         Trial.status.in_(("completed", "failed", "abandoned")))) or 0)
 
 
@@ -127,9 +130,7 @@ class Dispatcher:
                 return False
             plan, spec = study.dispatch, study.spec
             in_flight = _in_flight(session, study_id)
-            done = self.runtimes.resolved(study_id, study.version)
-            if done is None:
-                done = finished(session, study_id)
+            done = finished(session, self.runtimes, study)
         if remaining(plan, done, in_flight) <= 0:
             return in_flight == 0  # then the top-up marks the dispatch done
         return (EngineConfig.from_dict(spec["engine"]).mode == "sync"

@@ -35,15 +35,8 @@ def _status(session, study, runtimes) -> DispatchStatus:  # type: ignore[no-unty
     return DispatchStatus(status=plan.get("status"), n_evaluations=plan.get("n_evaluations"),
                           parallelism=plan.get("parallelism"), objective=plan.get("objective"),
                           in_flight=int(in_flight or 0),
-                          finished=_finished(session, study, runtimes)
+                          finished=dispatch.finished(session, runtimes, study)
                           - int(plan.get("finished_before", 0)))
-
-
-def _finished(session, study, runtimes) -> int:  # type: ignore[no-untyped-def]
-    """The study's trials with an outcome: from its engine when this process has it current,
-    else one O(trials) count."""
-    finished = runtimes.resolved(study.id, study.version)
-    return dispatch.finished(session, study.id) if finished is None else finished
 
 
 @router.post("")
@@ -60,8 +53,9 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
     if request.app.state.dispatcher is None:
         raise Conflict("this server has no Redis (set BBKB_REDIS_URL) to dispatch to",
                        field="redis")
+    before = dispatch.finished(session, runtimes, study)  # n_evaluations count from here
     study.dispatch = body.model_dump() | {"objective": objective, "status": "running",
-                                          "finished_before": _finished(session, study, runtimes)}
+                                          "finished_before": before}
     request.app.state.dispatcher.wake.set()
     return _status(session, study, runtimes)
 
