@@ -304,14 +304,22 @@ def _inline(candidates: Any) -> list[list[float]]:
     """The matrix as lists of floats (InvalidArgument unless numbers)."""
     if hasattr(candidates, "to_numpy"):
         candidates = candidates.to_numpy()
+    if hasattr(candidates, "tolist"):  # numpy (then importable): converted in C
+        return list(_float64(candidates).tolist())
     try:
-        if hasattr(candidates, "tolist"):  # numpy (then importable): converted in C
-            import numpy as np
-
-            if np.iscomplexobj(candidates):  # astype would drop the imaginary part
-                raise TypeError(f"complex {np.asarray(candidates).dtype} values")
-            return list(np.asarray(candidates, dtype=np.float64).tolist())
         return [[float(x) for x in row] for row in candidates]
+    except (TypeError, ValueError) as error:
+        raise InvalidArgument(f"must be numbers: {error}", "candidates") from error
+
+
+def _float64(candidates: Any) -> Any:
+    """The matrix as a float64 numpy array (InvalidArgument unless real numbers)."""
+    import numpy as np
+
+    try:
+        if np.iscomplexobj(candidates):  # the conversion would drop the imaginary part
+            raise TypeError(f"complex {np.asarray(candidates).dtype} values")
+        return np.asarray(candidates, dtype=np.float64)
     except (TypeError, ValueError) as error:
         raise InvalidArgument(f"must be numbers: {error}", "candidates") from error
 
@@ -321,12 +329,6 @@ def _npy_bytes(candidates: Any) -> bytes:
     to the server, which refuses the upload (the half-created study is then deleted)."""
     import numpy as np
 
-    try:
-        if np.iscomplexobj(candidates):  # astype would drop the imaginary part
-            raise TypeError(f"complex {np.asarray(candidates).dtype} values")
-        matrix = np.asarray(candidates, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise InvalidArgument(f"must be numbers: {error}", "candidates") from error
     buffer = io.BytesIO()
-    np.save(buffer, matrix, allow_pickle=False)
+    np.save(buffer, _float64(candidates), allow_pickle=False)
     return buffer.getvalue()
