@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 from collections.abc import Iterable
@@ -22,6 +23,9 @@ from .searchspace import SearchSpace
 from .store import queries
 from .store.models import Batch, Study, Trial
 
+#: The engine settings that are booleans (any other may not be one in a new study).
+_BOOLEAN_KEYS = frozenset(f.name for f in dataclasses.fields(EngineConfig) if f.type == "bool")
+
 
 def engine_invalid(exc: EngineError) -> Invalid:
     """A 422 for an engine config the engine refused, its field under ``engine``."""
@@ -33,8 +37,9 @@ def build_spec(request: StudyCreate, dim: int | None, objective_modules: tuple[s
     """The stored study spec; the engine config and the objective (against the modules
     import paths may come from) are validated here (errors name the field)."""
     for key, value in request.engine.items():  # a bool is an int to Python (and the engine,
-        if isinstance(value, bool) and key != "ard":  # which loads specs stored with one)
-            raise Invalid(f"engine.{key} must be a number, not {value!r}", field=f"engine.{key}")
+        if isinstance(value, bool) and key not in _BOOLEAN_KEYS:  # which loads specs stored
+            raise Invalid(f"engine.{key} must be a number, not {value!r}",  # with one)
+                          field=f"engine.{key}")
     try:
         config = EngineConfig.from_dict(request.engine)
     except EngineError as exc:
