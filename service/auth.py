@@ -8,15 +8,29 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .errors import Unauthorized
-from .store.models import ApiKey, Owner
+from .store.models import ApiKey, Owner, utcnow
 
 PREFIX = "bbkb_"
+#: How many leading characters of a key are stored in clear, to name it (``keys list``).
+SHOWN = 12
 LOCAL_OWNER = "local"
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """What may be shown of a key: its first characters, never the key."""
+
+    prefix: str
+    owner: str
+    created_at: datetime
+    revoked_at: datetime | None
 
 
 def _digest(token: str) -> str:
@@ -36,7 +50,7 @@ def owner_id_for(session: Session, name: str) -> int:
 def create_key(session: Session, owner_name: str) -> str:
     """A new key for ``owner_name`` (created if needed); the token is shown once, never stored."""
     token = PREFIX + secrets.token_urlsafe(32)
-    session.add(ApiKey(owner_id=owner_id_for(session, owner_name), prefix=token[:12],
+    session.add(ApiKey(owner_id=owner_id_for(session, owner_name), prefix=token[:SHOWN],
                        digest=_digest(token)))
     return token
 
@@ -52,3 +66,37 @@ def authenticate(session: Session, authorization: str | None) -> int:
     if key is None:
         raise Unauthorized("unknown or revoked API key", field="authorization")
     return key.owner_id
+
+
+def list_keys(session: Session, owner_name: str | None = None) -> list[KeyInfo]:
+    """Every key (of ``owner_name`` if given), oldest first."""
+    query = select(ApiKey, Owner.name).join(Owner, ApiKey.owner_id == Owner.id)
+    if owner_name is not None:
+        query = query.where(Owner.name == owner_name)
+    return [KeyInfo(key.prefix, owner, key.created_at, key.revoked_at)
+            for key, owner in session.execute(query.order_by(ApiKey.id))]
+
+
+def revoke_key(session: Session, key_or_prefix: str) -> tuple[KeyInfo, bool]:
+    """Revoke a key given whole or by the prefix ``list_keys`` shows; the server refuses it from
+    its next request on. LookupError if no key or several keys match (a prefix is 42 random
+    bits: give the whole key then). Also whether it was revoked now: revoking a revoked key
+    changes nothing."""
+    text = key_or_prefix.strip()
+    if len(text) < SHOWN:
+        raise LookupError(f"give a key's first {SHOWN} characters as bbkb keys list shows "
+                          f"them, or the whole key; got {text!r:.40}")
+    where = (ApiKey.digest == _digest(text)) if len(text) > SHOWN else (ApiKey.prefix == text)
+    rows = session.execute(select(ApiKey, Owner.name).join(Owner, ApiKey.owner_id == Owner.id)
+                           .where(where)).all()
+    if not rows:
+        raise LookupError(f"no API key {'is' if len(text) > SHOWN else 'starts with'} "
+                          f"{text[:SHOWN]!r}{'...' if len(text) > SHOWN else ''} "
+                          "(bbkb keys list shows them)")
+    if len(rows) > 1:
+        raise LookupError(f"{len(rows)} keys start with {text!r}: give the whole key")
+    key, owner = rows[0]
+    now = key.revoked_at is None
+    if now:
+        key.revoked_at = utcnow()
+    return KeyInfo(key.prefix, owner, key.created_at, key.revoked_at), now

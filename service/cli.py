@@ -1,4 +1,5 @@
-"""The ``bbkb`` command: demo, serve, worker, study, migrate, keys create / ensure."""
+"""The ``bbkb`` command: demo, serve, worker, study, migrate, keys create / ensure / list /
+revoke."""
 
 from __future__ import annotations
 
@@ -90,6 +91,40 @@ def _keys_create(args: argparse.Namespace) -> int:
             token = create_key(session, args.owner)
     print(token)
     print(f"(API key for owner {args.owner!r}: shown once, store it now)", file=sys.stderr)
+    return 0
+
+
+def _keys_list(args: argparse.Namespace) -> int:
+    from .auth import list_keys
+    from .store.database import session_factory, transaction
+    from .store.migrate import ensure_schema
+
+    with _engine() as engine:
+        ensure_schema(engine)
+        with transaction(session_factory(engine)) as session:
+            keys = list_keys(session, args.owner)
+    print(f"{'KEY':<15} {'OWNER':<20} {'CREATED':<20} REVOKED")
+    for key in keys:
+        revoked = key.revoked_at.strftime("%Y-%m-%d %H:%M:%S") if key.revoked_at else "-"
+        print(f"{key.prefix + '...':<15} {key.owner:<20} "
+              f"{key.created_at.strftime('%Y-%m-%d %H:%M:%S'):<20} {revoked}")
+    return 0
+
+
+def _keys_revoke(args: argparse.Namespace) -> int:
+    from .auth import revoke_key
+    from .store.database import session_factory, transaction
+    from .store.migrate import ensure_schema
+
+    with _engine() as engine:
+        ensure_schema(engine)
+        try:
+            with transaction(session_factory(engine)) as session:
+                key, now = revoke_key(session, args.key)
+        except LookupError as exc:
+            raise SystemExit(f"bbkb keys revoke: {exc.args[0]}") from None
+    print(f"{'revoked' if now else 'already revoked'}: {key.prefix}... of owner {key.owner!r} "
+          f"(at {key.revoked_at:%Y-%m-%d %H:%M:%S} UTC)", file=sys.stderr)
     return 0
 
 
@@ -201,6 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
     ensure.add_argument("--file", default=env("BBKB_API_KEY_FILE"),
                         help="where the key is kept, mode 0600 (default: BBKB_API_KEY_FILE)")
     ensure.set_defaults(run=_keys_ensure)
+    listing = keys_sub.add_parser("list", help="every key: its first characters, owner, dates")
+    listing.add_argument("--owner", type=_owner, help="only this owner's keys")
+    listing.set_defaults(run=_keys_list)
+    revoke = keys_sub.add_parser(
+        "revoke", help="revoke a key (refused from the server's next request on)")
+    revoke.add_argument("key", help="the whole key, or its first characters as keys list shows")
+    revoke.set_defaults(run=_keys_revoke)
     return parser
 
 

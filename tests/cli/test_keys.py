@@ -1,0 +1,91 @@
+"""`bbkb keys list` and `bbkb keys revoke`: a leaked key is named by its first characters and
+refused by a running server from its next request on, while the owner's other keys still work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from client import AuthenticationError, Client
+from service.api.app import create_app
+from service.auth import SHOWN, _digest
+from service.cli import main
+from service.settings import Settings
+from service.store.database import make_engine, session_factory, transaction
+from service.store.models import ApiKey
+
+
+@pytest.fixture
+def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = f"sqlite:///{tmp_path / 'bbkb.db'}"
+    monkeypatch.setenv("BBKB_DATABASE_URL", url)
+    return url
+
+
+def _create(owner: str, capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(["keys", "create", "--owner", owner]) == 0
+    return capsys.readouterr().out.strip()
+
+
+def _listed(capsys: pytest.CaptureFixture[str], *options: str) -> list[list[str]]:
+    assert main(["keys", "list", *options]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert header.split() == ["KEY", "OWNER", "CREATED", "REVOKED"]
+    return [row.split() for row in rows]
+
+
+def test_list_names_keys_by_their_first_characters_only(database, capsys):
+    lab = _create("lab", capsys)
+    other = _create("other", capsys)
+    rows = _listed(capsys)
+    assert [row[0] for row in rows] == [lab[:SHOWN] + "...", other[:SHOWN] + "..."]
+    assert [row[1] for row in rows] == ["lab", "other"] and [row[-1] for row in rows] == ["-"] * 2
+    assert [row[1] for row in _listed(capsys, "--owner", "other")] == ["other"]
+    assert _listed(capsys, "--owner", "nobody") == []
+
+
+def test_a_revoked_key_is_refused_by_a_running_server(database, tmp_path, capsys):
+    leaked, kept = _create("lab", capsys), _create("lab", capsys)
+    app = create_app(Settings(database_url=database, auth="keys", data_dir=tmp_path))
+    with TestClient(app, base_url="http://testserver") as http:
+        Client(http=http, api_key=leaked).create_study("s", candidates=[[0.0], [1.0]])
+        assert main(["keys", "revoke", leaked[:SHOWN]]) == 0
+        assert "revoked: " + leaked[:SHOWN] in capsys.readouterr().err
+        with pytest.raises(AuthenticationError, match="revoked"):
+            Client(http=http, api_key=leaked).studies()
+        assert [s.name for s in Client(http=http, api_key=kept).studies()] == ["s"]
+
+        assert main(["keys", "revoke", kept]) == 0  # the whole key works too
+        with pytest.raises(AuthenticationError):
+            Client(http=http, api_key=kept).studies()
+    assert main(["keys", "revoke", kept]) == 0  # again: nothing changes, and it says so
+    assert "already revoked: " in capsys.readouterr().err
+    assert all(row[-2] != "-" for row in _listed(capsys))  # both have a revocation time
+
+
+@pytest.mark.parametrize("given, message", [
+    ("bbkb_", "first 12 characters"),
+    ("bbkb_missing", "no API key starts with 'bbkb_missing'"),
+    ("bbkb_missing-and-longer-than-a-prefix", "no API key is 'bbkb_missing'..."),
+])
+def test_revoke_refuses_what_names_no_key(database, capsys, given, message):
+    _create("lab", capsys)
+    with pytest.raises(SystemExit, match=message.replace(".", r"\.")):
+        main(["keys", "revoke", given])
+    assert _listed(capsys)[0][-1] == "-"
+
+
+def test_revoke_refuses_a_prefix_that_names_two_keys(database, capsys):
+    key = _create("lab", capsys)
+    engine = make_engine(database)
+    try:  # a second key with the same first characters (42 random bits: rare, not impossible)
+        with transaction(session_factory(engine)) as session:
+            session.add(ApiKey(owner_id=1, prefix=key[:SHOWN], digest=_digest(key + "x")))
+    finally:
+        engine.dispose()
+    with pytest.raises(SystemExit, match="2 keys start with .*: give the whole key"):
+        main(["keys", "revoke", key[:SHOWN]])
+    assert main(["keys", "revoke", key]) == 0
+    assert [row[-1] == "-" for row in _listed(capsys)] == [False, True]
