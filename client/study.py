@@ -194,6 +194,16 @@ class Study:
         return DispatchCompleted.model_validate(self.client.request(
             "POST", self._path("/dispatch/complete"), json=body.model_dump()).json())
 
+    def pause_dispatch(self) -> DispatchStatus:
+        """Enqueue no more trials for the dispatch (those in flight finish); ConflictError if
+        the study has none."""
+        return DispatchStatus.model_validate(
+            self.client.request("POST", self._path("/dispatch/pause")).json())
+
+    def resume_dispatch(self) -> DispatchStatus:
+        return DispatchStatus.model_validate(
+            self.client.request("POST", self._path("/dispatch/resume")).json())
+
     def dispatch_status(self) -> DispatchStatus:
         return DispatchStatus.model_validate(
             self.client.request("GET", self._path("/dispatch")).json())

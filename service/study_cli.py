@@ -1,4 +1,5 @@
-"""``bbkb study create | list | show | best | export``: studies from the shell, through the SDK.
+"""``bbkb study create | list | show | best | export | dispatch | wait | pause | resume |
+delete``: studies from the shell, through the SDK.
 
 The server is reached like the SDK does: ``--url`` / ``BBKB_URL`` and ``--api-key`` /
 ``BBKB_API_KEY``. A study is named by its id or its name (an all-digit name works too when no
@@ -150,6 +151,17 @@ def _checked(matrix: np.ndarray, names: list[str] | None) -> np.ndarray:
     return matrix
 
 
+def _positive(text: str) -> float:
+    """A number of seconds > 0 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
+
+
 def _client(args: argparse.Namespace) -> Client:
     return Client(args.url, args.api_key)
 
@@ -262,6 +274,79 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dispatch_line(study: Study, status: Any) -> str:
+    if status.status is None:
+        return f"study {study.id} {study.name!r}: no dispatch"
+    return (f"study {study.id} {study.name!r}: dispatch {status.status}, {status.finished} of "
+            f"{status.n_evaluations} evaluations done, {status.in_flight} in flight "
+            f"(parallelism {status.parallelism}, objective {status.objective})")
+
+
+def _wait_for(study: Study, args: argparse.Namespace) -> int:
+    """Wait for the study's dispatch with a progress bar on stderr; exit 1 if it ends paused
+    or the timeout passes. Ctrl-C stops the waiting, not the dispatch."""
+    try:
+        status = study.wait(progress=not args.quiet, timeout=args.timeout)
+    except TimeoutError:
+        status = study.dispatch_status()
+        print(f"error: still running after {args.timeout:g} s: {_dispatch_line(study, status)}",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"stopped waiting; the dispatch goes on (bbkb study wait {study.id})",
+              file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(status.model_dump(mode="json")))
+    else:
+        counts = study.info.counts  # a dispatch whose trials all failed is done too: say so
+        print(f"{_dispatch_line(study, status)}; the study has {counts.get('completed', 0)} "
+              f"completed and {counts.get('failed', 0)} failed trials")
+    return 0 if status.status in ("done", None) else 1
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        study = _study(client, args.study)
+        status = study.dispatch(args.n_evaluations, parallelism=args.parallelism,
+                                objective=args.objective, job_timeout=args.job_timeout)
+        if args.wait:
+            return _wait_for(study, args)
+    print(json.dumps(status.model_dump(mode="json")) if args.json else
+          _dispatch_line(study, status))
+    return 0
+
+
+def _wait(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        return _wait_for(_study(client, args.study), args)
+
+
+def _lifecycle(args: argparse.Namespace) -> int:
+    """pause, resume, delete."""
+    with _client(args) as client:
+        study = _study(client, args.study)
+        if args.study_command == "delete":
+            if not args.yes:
+                if not sys.stdin.isatty():
+                    raise InvalidArgument("deleting a study removes its trials for good: pass "
+                                          "--yes to confirm")
+                info = study.info
+                answer = input(f"delete study {info.id} {info.name!r} and its {info.n_trials} "
+                               "trials? [y/N] ")
+                if answer.strip().lower() not in ("y", "yes"):
+                    print("not deleted", file=sys.stderr)
+                    return 1
+            study.delete()
+            print(json.dumps({"deleted": study.id}) if args.json else
+                  f"deleted study {study.id} {study.name!r}")
+            return 0
+        info = study.pause() if args.study_command == "pause" else study.resume()
+    print(json.dumps(info.model_dump(mode="json")) if args.json else
+          f"study {info.id} {info.name!r}: {info.status}")
+    return 0
+
+
 STUDY_HELP = "study id or name (an id takes precedence over an all-digit name)"
 
 
@@ -272,7 +357,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     common.add_argument("--api-key", help="API key (default: BBKB_API_KEY)")
     common.add_argument("--json", action="store_true", help="print JSON instead of text")
 
-    study = sub.add_parser("study", help="create, list, show, best, export studies",
+    study = sub.add_parser("study", help="create, list, show, dispatch ... studies",
                            description=__doc__.split("\n\n")[0])
     actions = study.add_subparsers(dest="study_command", required=True)
 
@@ -311,6 +396,41 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     export.add_argument("study", help=STUDY_HELP)
     export.add_argument("--output", "-o", help="file to write (default: study-<id>.csv)")
     export.set_defaults(run=_export)
+
+    waiting = argparse.ArgumentParser(add_help=False)
+    waiting.add_argument("--timeout", type=_positive, help="give up waiting after SECONDS "
+                         "(exit 1; the dispatch goes on)")
+    waiting.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    dispatch = actions.add_parser(
+        "dispatch", parents=[common, waiting], help="evaluate trials on the `bbkb worker`s",
+        description="Have the server evaluate the study's objective on its Redis workers "
+                    "(bbkb worker) until N more trials are done. Returns at once, or with "
+                    "--wait when the dispatch is done (exit 1 if it ends paused).")
+    dispatch.add_argument("study", help=STUDY_HELP)
+    dispatch.add_argument("--n-evaluations", "-n", type=int, required=True, metavar="N")
+    dispatch.add_argument("--parallelism", "-p", type=int, default=8,
+                          help="trials evaluated at once (default 8)")
+    dispatch.add_argument("--objective", help="default: the study's")
+    dispatch.add_argument("--job-timeout", type=int, default=3600, metavar="SECONDS",
+                          help="an evaluation running longer is stopped (default 3600)")
+    dispatch.add_argument("--wait", "-w", action="store_true",
+                          help="wait for the dispatch, with a progress bar on stderr")
+    dispatch.set_defaults(run=_dispatch)
+    wait = actions.add_parser(
+        "wait", parents=[common, waiting], help="wait for the study's dispatch",
+        description="Wait for the study's dispatch with a progress bar on stderr; exit 1 if it "
+                    "ends paused. Ctrl-C stops the waiting, not the dispatch.")
+    wait.add_argument("study", help=STUDY_HELP)
+    wait.set_defaults(run=_wait)
+    for name, text in (("pause", "hand out no trials, to any worker (results are still taken)"),
+                       ("resume", "hand out trials again"),
+                       ("delete", "delete the study and its trials")):
+        action = actions.add_parser(name, parents=[common], help=text)
+        action.add_argument("study", help=STUDY_HELP)
+        if name == "delete":
+            action.add_argument("--yes", "-y", action="store_true",
+                                help="do not ask (needed when stdin is not a terminal)")
+        action.set_defaults(run=_lifecycle)
 
 
 def run(args: argparse.Namespace) -> int:

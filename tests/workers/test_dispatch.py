@@ -179,3 +179,21 @@ def test_sigterm_lets_the_evaluation_in_progress_finish(system):
     _wait(url, sid, _done, 60)
     trials = _trials(url, sid)
     assert [(t["status"], t["attempt"]) for t in trials] == [("completed", 1)] * 3  # 1st tries
+
+
+def test_the_sdk_pauses_and_resumes_a_dispatch(system):
+    from client import Client, ConflictError
+
+    with Client(system["server"].url) as bbkb:
+        study = bbkb.create_study("sdk-pause", candidates=X.tolist(),
+                                  parameter_names=["x0", "x1"],
+                                  objective="tests.workers.objective_fns:quadratic")
+        with pytest.raises(ConflictError, match="no dispatch to pause"):
+            study.pause_dispatch()
+        study.dispatch(6, parallelism=2)
+        assert study.pause_dispatch().status == "paused" == study.dispatch_status().status
+        _start_workers(system, 1)
+        time.sleep(1.0)  # a paused dispatch hands out nothing after the jobs already enqueued
+        assert study.dispatch_status().finished <= 2
+        assert study.resume_dispatch().status == "running"
+        assert study.wait(progress=False, poll=0.1, timeout=90).finished == 6
