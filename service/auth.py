@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .errors import Unauthorized
@@ -38,13 +39,19 @@ def _digest(token: str) -> str:
 
 
 def owner_id_for(session: Session, name: str) -> int:
-    """The owner's id, creating the owner on first use."""
-    owner = session.scalars(select(Owner).where(Owner.name == name)).first()
-    if owner is None:
-        owner = Owner(name=name)
-        session.add(owner)
-        session.flush()
-    return owner.id
+    """The owner's id, creating the owner on first use (in a savepoint: a concurrent first use
+    in another transaction that inserted it first makes ours read theirs)."""
+    query = select(Owner.id).where(Owner.name == name)
+    owner_id = session.scalar(query)
+    if owner_id is None:
+        try:
+            with session.begin_nested():
+                owner = Owner(name=name)
+                session.add(owner)
+            owner_id = owner.id
+        except IntegrityError:  # owners.name is unique: the other insert committed
+            owner_id = session.scalar(query)
+    return owner_id
 
 
 def create_key(session: Session, owner_name: str) -> str:

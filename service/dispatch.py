@@ -6,8 +6,10 @@ and enqueues one RQ job per trial: up to the
 study's parallelism in async mode, the whole batch in sync mode. Counting and asking happen
 inside the study's lock (Runtimes.mutate), so several server processes never over-dispatch;
 jobs are enqueued after the commit. The database stays the truth: :meth:`Dispatcher.repair`
-re-enqueues running trials whose job is missing from Redis (Redis restarted or flushed), and
-requeued trials (lost leases) are handed out again by the next top-up.
+re-enqueues running trials whose job is missing from Redis (Redis restarted or flushed), under
+a new job name (``...-r<hex>``) taken under the lock, so that two server processes repairing
+at once enqueue a trial once; requeued trials (lost leases) are handed out again by the next
+top-up.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ from sqlalchemy.orm import Session
 
 from . import trials
 from .engine import EngineConfig
-from .errors import Invalid
+from .errors import Invalid, ServiceError
 from .objectives import check_objective
 from .runtime import Runtimes
 from .store import queries
-from .store.database import transaction
+from .store.database import lock_study, transaction
 from .store.models import Study, Trial, utcnow
 
 log = logging.getLogger("bbkb.dispatch")
@@ -96,16 +98,26 @@ class Dispatcher:
         would fail every trial for good (resuming it is refused until the module is listed)."""
         with transaction(self.sessions) as session:
             rows = session.scalars(select(Study).where(Study.dispatch.is_not(None))).all()
-            running = [s for s in rows if (s.dispatch or {}).get("status") == "running"
-                       and s.status == "active"]
-            for study in list(running):
-                try:
-                    check_objective(study.dispatch["objective"], self.objective_modules)
-                except Invalid as exc:
-                    study.dispatch = {**study.dispatch, "status": "paused"}
-                    running.remove(study)
-                    log.warning("dispatch of study %d paused: %s", study.id, exc)
-            return [s.id for s in running]
+            running = {s.id: s.dispatch["objective"] for s in rows
+                       if (s.dispatch or {}).get("status") == "running" and s.status == "active"}
+        for study_id, objective in list(running.items()):
+            try:
+                check_objective(objective, self.objective_modules)
+            except Invalid as exc:
+                del running[study_id]
+                self._pause(study_id, objective, exc)
+        return list(running)
+
+    def _pause(self, study_id: int, objective: str, reason: Exception) -> None:
+        """Pause a running dispatch of ``objective``, under the study's lock (a dispatch the
+        user started meanwhile, or one already paused, is left as it is)."""
+        with transaction(self.sessions) as session:
+            lock_study(session, study_id)
+            study = session.get(Study, study_id)
+            plan = study.dispatch or {} if study is not None else {}
+            if plan.get("status") == "running" and plan.get("objective") == objective:
+                study.dispatch = {**plan, "status": "paused"}
+                log.warning("dispatch of study %d paused: %s", study_id, reason)
 
     def top_up(self, study_id: int) -> int:
         """Enqueue jobs until the study's in-flight count reaches its target; returns how many."""
@@ -168,13 +180,31 @@ class Dispatcher:
                 return 0
             plan = session.get(Study, study_id).dispatch or {}
             timeout = int(plan.get("job_timeout", 3600))
-        payloads = self.runtimes.mutate(study_id, None, lambda s, r, _: [
-            payload(r, s.get(Trial, t.id), plan) for t in missing])
+        lost = {t.id: t.worker_id for t in missing}
+        payloads = self.runtimes.mutate(study_id, None,
+                                        lambda s, r, _: self._renamed(s, r, lost, plan))
         for job in payloads:
             self._enqueue(job, timeout)
-        log.warning("re-enqueued %d trial(s) of study %d missing from Redis", len(missing),
-                    study_id)
-        return len(missing)
+        if payloads:
+            log.warning("re-enqueued %d trial(s) of study %d missing from Redis", len(payloads),
+                        study_id)
+        return len(payloads)
+
+    @staticmethod
+    def _renamed(session: Session, runtime, lost: dict[int, str],  # type: ignore[no-untyped-def]
+                 plan: dict[str, Any]) -> list[dict[str, Any]]:
+        """Payloads of the ``lost`` trials (id: worker id seen without the lock) that still run
+        under that worker id, each renamed for a new job: another server process repairing the
+        same trial meanwhile renamed it, so it is enqueued once."""
+        now, jobs = utcnow(), []
+        for trial_id, worker_id in lost.items():
+            trial = session.get(Trial, trial_id)
+            if trial.status != "running" or trial.worker_id != worker_id:
+                continue
+            trial.worker_id = f"{PREFIX}{job_id(trial)}-r{uuid.uuid4().hex[:8]}"
+            trial.started_at = now  # the grace period before a repair applies to the new job
+            jobs.append(payload(runtime, trial, plan))
+        return jobs
 
     def loop(self, stop: threading.Event, interval: float = 0.5) -> None:
         """Top up every dispatching study when woken (a result arrived) or every interval."""
@@ -183,12 +213,19 @@ class Dispatcher:
             self.wake.wait(interval)
             self.wake.clear()
             try:
-                for study_id in self.studies():
+                dispatching = self.studies()
+            except Exception:  # noqa: BLE001 - keep dispatching after a failed pass
+                log.exception("dispatch pass failed")
+                dispatching = []
+            for study_id in dispatching:
+                try:
                     if passes % 20 == 0:
                         self.repair(study_id)
                     self.top_up(study_id)
-            except Exception:  # noqa: BLE001 - keep dispatching after a failed pass
-                log.exception("dispatch pass failed")
+                except ServiceError as exc:  # e.g. deleted since the listing
+                    log.info("dispatch of study %d skipped: %s", study_id, exc)
+                except Exception:  # noqa: BLE001 - one study's failure must not stop the others
+                    log.exception("dispatch pass of study %d failed", study_id)
             passes += 1
 
 

@@ -13,6 +13,7 @@ from threadpoolctl import threadpool_limits
 
 from .. import logs, trials
 from ..dispatch import Dispatcher
+from ..errors import ServiceError
 from ..metrics import LatencyMiddleware, Metrics
 from ..runtime import Runtimes
 from ..settings import Settings
@@ -37,8 +38,11 @@ def reap_expired_leases(app: FastAPI) -> int:
         by_study.setdefault(study_id, []).append(trial_id)
     reaped = 0
     for study_id, ids in by_study.items():
-        reaped += app.state.runtimes.mutate(
-            study_id, None, lambda s, r, _, ids=ids: trials.reap(s, r, trial_ids=ids, now=now))
+        try:
+            reaped += app.state.runtimes.mutate(
+                study_id, None, lambda s, r, _, ids=ids: trials.reap(s, r, trial_ids=ids, now=now))
+        except ServiceError as exc:  # deleted since the listing: the other studies go on
+            log.info("leases of study %d not reaped: %s", study_id, exc)
     return reaped
 
 

@@ -68,11 +68,11 @@ async def get_owner(request: Request,
 
 def _owner(request: Request, authorization: str | None) -> int:
     state = request.app.state
-    with transaction(state.sessions) as session:
-        if state.settings.auth == "none":
-            if state.local_owner is None:
-                state.local_owner = owner_id_for(session, LOCAL_OWNER)
-            return state.local_owner
+    if state.settings.auth == "none":  # the first request: the local owner may be created
+        with transaction(state.sessions) as session:
+            state.local_owner = owner_id_for(session, LOCAL_OWNER)
+        return state.local_owner
+    with transaction(state.read_sessions) as session:  # on SQLite: waits for no writer
         return authenticate(session, authorization)
 
 

@@ -278,9 +278,12 @@ def requeued(session: Session, study_id: int, limit: int) -> list[Trial]:
 
 
 def expired_leases(session: Session, now: Any) -> list[tuple[int, int]]:
-    """(study_id, trial id) of running trials whose lease has expired."""
-    return [tuple(r) for r in session.execute(select(Trial.study_id, Trial.id).where(
-        Trial.status == "running", Trial.lease_expires_at < now))]
+    """(study_id, trial id) of running trials whose lease has expired, in studies not deleted
+    (a deleted study's trials stay as they were)."""
+    return [tuple(r) for r in session.execute(
+        select(Trial.study_id, Trial.id).join(Study, Study.id == Trial.study_id).where(
+            Trial.status == "running", Trial.lease_expires_at < now,
+            Study.status != "deleted"))]
 
 
 def trial_by_id(session: Session, study_id: int, trial_id: int) -> Trial | None:

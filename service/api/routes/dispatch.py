@@ -45,7 +45,7 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
                    request: Request) -> DispatchStatus:
     """Evaluate the study's objective on Redis workers until n_evaluations more trials have
     an outcome (counted from now: a second dispatch after a first one evaluates again)."""
-    study = owned(session, study_id, owner)
+    study = owned(session, study_id, owner, lock=True)  # a top-up may be closing the old plan
     objective = body.objective or study.spec.get("objective")
     if not objective:
         raise Invalid(f"an objective {FORMS} is needed", field="objective")
@@ -61,7 +61,7 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
 
 
 def _set(study_id: int, owner: int, session, runtimes, status: str) -> DispatchStatus:  # type: ignore[no-untyped-def]
-    study = owned(session, study_id, owner)
+    study = owned(session, study_id, owner, lock=True)
     if not study.dispatch:
         verb = {"paused": "pause", "running": "resume"}[status]
         raise Conflict(f"study {study_id} has no dispatch to {verb}", field="study_id")
@@ -79,7 +79,7 @@ def pause_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
 def resume_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
                     runtimes: RuntimesDep, settings: SettingsDep,
                     request: Request) -> DispatchStatus:
-    plan = owned(session, study_id, owner).dispatch
+    plan = owned(session, study_id, owner, lock=True).dispatch
     if plan and plan.get("objective"):  # BBKB_OBJECTIVE_MODULES may have changed since
         check_objective(plan["objective"], settings.objective_modules)
     status = _set(study_id, owner, session, runtimes, "running")

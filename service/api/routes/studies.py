@@ -9,7 +9,7 @@ from ... import studies
 from ...errors import Conflict, Invalid, NotFound
 from ...settings import Settings
 from ...store import queries
-from ...store.database import transaction
+from ...store.database import lock_study, transaction
 from ...store.models import Study
 from ..deps import (
     AfterId,
@@ -27,7 +27,12 @@ from ..schemas import StudyCreate, StudyList, StudyPublic
 router = APIRouter(prefix="/v1/studies", tags=["studies"])
 
 
-def owned(session, study_id: int, owner_id: int) -> Study:  # type: ignore[no-untyped-def]
+def owned(session, study_id: int, owner_id: int, *, lock: bool = False) -> Study:  # type: ignore[no-untyped-def]
+    """The caller's study, or 404. ``lock``: first take the study's lock (on PostgreSQL; SQLite's
+    write transactions are serial), as a write that does not go through Runtimes.mutate must,
+    or it races with one (a top-up rewriting the dispatch plan it read, two uploads)."""
+    if lock:
+        lock_study(session, study_id)
     study = session.get(Study, study_id)
     if study is None or study.owner_id != owner_id or study.status == "deleted":
         raise NotFound(f"study {study_id} not found", field="study_id")
@@ -74,7 +79,7 @@ async def upload_candidates(study_id: StudyId, request: Request, owner: OwnerDep
 def _attach(request: Request, study_id: int, owner: int, data: bytes) -> StudyPublic:
     candidates = studies.read_npy(data)
     with transaction(request.app.state.sessions) as session:
-        study = owned(session, study_id, owner)
+        study = owned(session, study_id, owner, lock=True)
         if study.status != "awaiting_candidates":
             raise Conflict(f"study {study_id} already has its candidates", field="study_id")
         studies.attach_candidates(session, study, candidates)
@@ -102,7 +107,7 @@ def get_study(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep) -> St
 
 
 def _set_status(study_id: int, owner: int, session, status: str, allowed: tuple) -> StudyPublic:  # type: ignore[no-untyped-def]
-    study = owned(session, study_id, owner)
+    study = owned(session, study_id, owner, lock=True)
     if study.status not in allowed:
         raise Conflict(f"study {study_id} is {study.status}", field="status")
     study.status = status  # not an engine change: the version (engine state) stays
@@ -129,7 +134,7 @@ def deleted_name(name: str, study_id: int) -> str:
 @router.delete("/{study_id}", status_code=204)
 def delete_study(study_id: StudyId, owner: OwnerDep, session: SessionDep,
                  runtimes: RuntimesDep) -> None:
-    study = owned(session, study_id, owner)
+    study = owned(session, study_id, owner, lock=True)
     study.status = "deleted"
     study.name = deleted_name(study.name, study.id)  # frees the name for a new study
     study.version += 1
