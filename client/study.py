@@ -90,10 +90,12 @@ class Study:
     def fail(self, trial_id: int, reason: str = "", retryable: bool = True, *,
              worker_id: str | None = None) -> TrialPublic:
         """Report a failed evaluation; a retryable one goes back to the pool until
-        ``max_attempts``, then (or at once if not retryable) the trial is ``failed``."""
+        ``max_attempts``, then (or at once if not retryable) the trial is ``failed``. Retried
+        like a read when ``worker_id`` names the lease holder (failing a trial no longer running
+        is a no-op, and one leased to another worker a 409); without it, sent once."""
         body = validated(FailRequest, reason=reason, retryable=retryable, worker_id=worker_id)
         return TrialPublic.model_validate(self.client.request(
-            "POST", self._path(f"/trials/{trial_id}/fail"), idempotent=False,
+            "POST", self._path(f"/trials/{trial_id}/fail"), idempotent=worker_id is not None,
             json=body.model_dump(exclude_none=True)).json())
 
     def heartbeat(self, trial_id: int, worker_id: str | None = None) -> TrialPublic:

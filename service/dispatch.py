@@ -162,20 +162,24 @@ class Dispatcher:
                            count=want, now=utcnow(), held=[])  # a new id holds no trial
         for trial in asked.trials:  # one worker id per job: the job's chained trials share it
             trial.worker_id = PREFIX + job_id(trial)
+            # no lease while the job waits in the queue (it could expire there, and the trial
+            # be handed out again): the worker that takes the job starts it with a heartbeat
+            trial.lease_expires_at = None
         timeout = int(plan.get("job_timeout", 3600))
         return [(payload(runtime, t, plan), timeout) for t in asked.trials]
 
     def repair(self, study_id: int) -> int:
-        """Re-enqueue running trials whose job Redis no longer has (e.g. after a flush)."""
-        from rq.job import Job
-
+        """Re-enqueue queued trials (running, no lease yet: no worker has taken their job) whose
+        job Redis no longer has (e.g. after a flush or a restart) or whose job ended without
+        taking the trial (its worker died before the first heartbeat). A trial a worker has
+        taken is left to its lease: its worker may still be evaluating it."""
         with transaction(self.sessions) as session:
-            running = session.scalars(select(Trial).where(
+            queued = session.scalars(select(Trial).where(
                 Trial.study_id == study_id, Trial.status == "running",
-                Trial.worker_id.like(f"{PREFIX}%"),
+                Trial.worker_id.like(f"{PREFIX}%"), Trial.lease_expires_at.is_(None),
                 Trial.started_at < utcnow() - timedelta(seconds=REPAIR_GRACE_SECONDS))).all()
-            missing = [t for t in running  # the job carrying a trial is named in its worker id
-                       if not Job.exists(t.worker_id[len(PREFIX):], connection=self.redis)]
+            missing = [t for t in queued  # the job carrying a trial is named in its worker id
+                       if self._lost(t.worker_id[len(PREFIX):])]
             if not missing:
                 return 0
             plan = session.get(Study, study_id).dispatch or {}
@@ -190,6 +194,19 @@ class Dispatcher:
                         study_id)
         return len(payloads)
 
+    def _lost(self, job: str) -> bool:
+        """Whether RQ no longer has the job, or has it ended (finished, failed, stopped,
+        canceled) without its worker taking the trial."""
+        from rq.exceptions import NoSuchJobError
+        from rq.job import Job
+
+        try:
+            status = Job.fetch(job, connection=self.redis).get_status(refresh=False)
+        except NoSuchJobError:
+            return True
+        return status is not None and status.value in ("finished", "failed", "stopped",
+                                                       "canceled")
+
     @staticmethod
     def _renamed(session: Session, runtime, lost: dict[int, str],  # type: ignore[no-untyped-def]
                  plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -199,7 +216,8 @@ class Dispatcher:
         now, jobs = utcnow(), []
         for trial_id, worker_id in lost.items():
             trial = session.get(Trial, trial_id)
-            if trial.status != "running" or trial.worker_id != worker_id:
+            if trial.status != "running" or trial.worker_id != worker_id \
+                    or trial.lease_expires_at is not None:  # taken meanwhile
                 continue
             trial.worker_id = f"{PREFIX}{job_id(trial)}-r{uuid.uuid4().hex[:8]}"
             trial.started_at = now  # the grace period before a repair applies to the new job

@@ -27,7 +27,7 @@ from typing import NamedTuple, NoReturn
 from urllib.parse import parse_qsl
 
 from .errors import Invalid
-from .problems import DATASETS, FUNCTIONS
+from .problems import DATASETS, FUNCTIONS, load_dataset
 
 #: Largest ``dim`` of a built-in test function (its box and candidates are dim-sized arrays).
 MAX_FUNCTION_DIM = 10_000
@@ -161,6 +161,32 @@ def check_objective(spec: str, modules: Iterable[str]) -> None:
         check_module(parse_objective(spec), spec, modules)
     except ValueError as exc:
         _refuse(str(exc))
+
+
+def check_fits(spec: str, n_candidates: int, dim: int) -> None:
+    """Raise :class:`Invalid` (field ``objective``) if a built-in objective cannot score the
+    study's candidates: a test function of another dimension (every trial would fail), or a
+    data set whose rows they are not (it scores row ``candidate``: trials would complete with
+    the values of unrelated rows). Import paths are the user's to match."""
+    try:
+        parsed = parse_objective(spec)
+    except ValueError as exc:
+        _refuse(str(exc))
+    if parsed.kind == "function":
+        wanted = parsed.options.get("dim")
+        if wanted is not None and int(wanted) != dim:
+            _refuse(f"objective {spec!r} evaluates {int(wanted)}-dimensional points; the "
+                    f"study's candidates have {dim} columns")
+        try:
+            FUNCTIONS[parsed.name.strip().lower().replace("-", "_")].make(dim)
+        except ValueError as exc:
+            _refuse(f"objective {spec!r}: {exc} (the study's candidates have {dim} columns)")
+    elif parsed.kind == "dataset":
+        rows, columns = load_dataset(parsed.name)[0].shape
+        if (n_candidates, dim) != (rows, columns):
+            _refuse(f"objective {spec!r} scores each candidate by its row index in the data "
+                    f"set: the study's candidates must be its {rows} x {columns} features, not "
+                    f"{n_candidates} x {dim}")
 
 
 def _refuse(message: str) -> NoReturn:

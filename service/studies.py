@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from .api.schemas import StudyCreate, StudyPublic, TrialPublic
 from .engine import EngineConfig, EngineError, as_candidates, check_dimension
 from .errors import Conflict, Invalid
-from .objectives import check_objective
+from .objectives import check_fits, check_objective
 from .runtime import row_decoder
 from .searchspace import SearchSpace
 from .store import queries
@@ -123,6 +123,8 @@ def attach_candidates(session: Session, study: Study, candidates: np.ndarray) ->
         check_dimension(EngineConfig.from_dict(study.spec["engine"]), candidates.shape[1])
     except EngineError as exc:
         raise engine_invalid(exc) from exc
+    if study.spec.get("objective"):
+        check_fits(study.spec["objective"], *candidates.shape)
     queries.save_candidates(session, study.id, candidates)
     study.n_candidates, study.dim, study.status = len(candidates), candidates.shape[1], "active"
 

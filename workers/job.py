@@ -1,12 +1,16 @@
 """The RQ job: evaluate one trial and report its outcome through the client SDK.
 
 A worker process needs only ``BBKB_URL`` (the API) and, with keys, ``BBKB_API_KEY`` (or the file
-named by ``BBKB_API_KEY_FILE``); Redis is RQ's concern. While the objective runs, a heartbeat
-thread keeps the trial's lease alive. An exception (or ``sys.exit``) fails the trial with its text
-(retryable: the server retries it up to the study's max attempts); a value that is not a finite
-number within +-1e100 fails it for good with the reason, and so does one the server refuses (422)
-and an objective the worker refuses (a module its own ``BBKB_OBJECTIVE_MODULES`` does not allow:
-it is never imported).
+named by ``BBKB_API_KEY_FILE``); Redis is RQ's concern. A job taken from the queue first takes
+its trial's lease with a heartbeat (a queued trial has none: it cannot expire while its job
+waits for a worker) and skips the trial if it is no longer the job's; while the objective runs,
+a heartbeat thread keeps the lease alive. An exception (or ``sys.exit``) fails the trial with
+its text (retryable: the server retries it up to the study's max attempts); a value that is not
+a finite number within +-1e100 fails it for good with the reason, and so does one the server
+refuses (422) and a bad objective spec. An objective this worker cannot run (a module its own
+``BBKB_OBJECTIVE_MODULES`` does not allow, never imported, or one it cannot import) is this
+worker's fault, not the trial's: the worker pauses the study's dispatch and gives the trial
+back. A key the API refuses mid-run stops the worker (exit 1), as at start.
 The SDK retries every request with backoff for ``BBKB_WORKER_RETRY_SECONDS`` (default 60: 1 to 2
 minutes with the jitter), so a result survives a server restart.
 """
@@ -17,15 +21,16 @@ import functools
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 import traceback
 from typing import Any
 
-from client import Client, ConflictError, ValidationError
+from client import AuthenticationError, Client, ConflictError, NotFoundError, ValidationError
 from client.client import MAX_DELAY
 
-from .objectives import resolve, run
+from .objectives import BadValue, Refused, resolve, run
 
 log = logging.getLogger("bbkb.worker")
 
@@ -75,6 +80,8 @@ def check_api() -> None:
 #: Set by the worker process on SIGTERM (warm shutdown): finish the evaluation in progress and
 #: take no next trial.
 stopping = threading.Event()
+#: Why the worker stopped by itself (the API refused its key mid-run): its exit message.
+fatal: list[str] = []
 #: A job hands its slot back to the queue after this many chained evaluations or seconds, so that
 #: other studies' jobs waiting in the queue get workers too.
 CHAIN_EVALUATIONS, CHAIN_SECONDS = 1000, 60.0
@@ -87,44 +94,96 @@ def evaluate_trial(payload: dict[str, Any]) -> int:
     Redis round trip and no new job per evaluation. Returns the number of trials evaluated."""
     client, started, done = _client(), time.monotonic(), 0
     job: dict[str, Any] | None = payload
-    while job is not None:
-        value = _evaluate(client, job)
-        done += 1
-        if value is None:
-            return done
-        chain = (not stopping.is_set() and done < CHAIN_EVALUATIONS
-                 and time.monotonic() - started < CHAIN_SECONDS)
-        job = _report(client, job, value, chain)
-        if job is not None:
-            _restart_timeout(int(job.get("job_timeout", 0)))
+    try:
+        while job is not None:
+            value = _evaluate(client, job, queued=done == 0)
+            done += 1
+            if value is None:
+                return done
+            chain = (not stopping.is_set() and done < CHAIN_EVALUATIONS
+                     and time.monotonic() - started < CHAIN_SECONDS)
+            job = _report(client, job, value, chain)
+            if job is not None:
+                _restart_timeout(int(job.get("job_timeout", 0)))
+    except AuthenticationError as exc:  # the key was revoked: every job would be lost alike
+        _stop_worker(f"the API refused the worker's key mid-run ({exc.detail}); the trial "
+                     f"{job['trial_id'] if job else '?'} is left to its lease")
     return done
 
 
-def _evaluate(client: Client, payload: dict[str, Any]) -> float | None:
-    """The objective's value, or None after failing the trial with the reason."""
+def _stop_worker(reason: str) -> None:
+    """Stop this worker warm (the job ends now) and have it exit 1 with ``reason``."""
+    log.error("stopping: %s", reason)
+    fatal.append(reason)
+    os.kill(os.getpid(), signal.SIGTERM)  # RQ's warm stop: no next job
+
+
+def _evaluate(client: Client, payload: dict[str, Any], queued: bool = False) -> float | None:
+    """The objective's value, or None after failing the trial with the reason (or skipping it:
+    ``queued``, a job from the queue, first takes the trial's lease, and skips a trial that is
+    no longer the job's: completed, given back, or repaired into another job)."""
     study = client.study(payload["study_id"], fetch=False)
+    trial_id, worker_id = payload["trial_id"], payload["worker_id"]
+    if queued:
+        try:
+            study.heartbeat(trial_id, worker_id=worker_id)
+        except (ConflictError, NotFoundError) as exc:  # NotFound: the study was deleted
+            log.info("trial %s skipped: %s", trial_id, exc.detail)
+            return None
     stop = threading.Event()
     beat = threading.Thread(target=_heartbeats, args=(client, payload, stop), daemon=True)
     beat.start()
     try:
-        objective = resolve(payload["objective"])
+        try:
+            objective = resolve(payload["objective"])
+        except Refused as exc:  # this worker's setup, not the trial: the others may run it
+            _refused(study, payload, str(exc))
+            return None
+        except ValueError as exc:  # a bad spec: no worker can run it
+            _fail(study, payload, str(exc), retryable=False)
+            return None
         return run(objective, payload["candidate"], payload["vector"], payload["parameters"])
-    except ValueError as exc:  # a bad objective spec, a module this worker's
-        # BBKB_OBJECTIVE_MODULES does not allow (never imported) or a bad value: for good
-        study.fail(payload["trial_id"], _clip(str(exc)), retryable=False,
-                   worker_id=payload["worker_id"])
+    except BadValue as exc:  # NaN, a string, beyond +-1e100: a retry would return it again
+        _fail(study, payload, str(exc), retryable=False)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the objective's failure or timeout
         if isinstance(exc, SystemExit) and stopping.is_set():
             raise  # RQ's cold shutdown (a second SIGTERM): stop now, the lease runs out
-        reason = _clip("".join(traceback.format_exception_only(exc)).strip())
-        study.fail(payload["trial_id"], reason, retryable=True, worker_id=payload["worker_id"])
+        _fail(study, payload, _exception_text(exc), retryable=True)
     finally:
         stop.set()
     return None
 
 
+def _exception_text(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(exc)).strip()
+
+
+def _fail(study: Any, payload: dict[str, Any], reason: str, *, retryable: bool) -> None:
+    try:
+        study.fail(payload["trial_id"], _clip(reason), retryable=retryable,
+                   worker_id=payload["worker_id"])
+    except (ConflictError, NotFoundError) as exc:  # completed or re-issued; study deleted
+        log.info("trial %s not failed: %s", payload["trial_id"], exc.detail)
+
+
+def _refused(study: Any, payload: dict[str, Any], reason: str) -> None:
+    """Pause the study's dispatch (so that this worker takes no more of its jobs, and the
+    operator sees it), then give the trial back for a worker that can run it."""
+    log.error("trial %s: %s; pausing the dispatch of study %s", payload["trial_id"], reason,
+              payload["study_id"])
+    try:
+        study.pause_dispatch()
+    except ConflictError:
+        pass  # no dispatch (a manual run of the job)
+    _fail(study, payload, f"worker {socket.gethostname()} pid {os.getpid()}: {reason} (the "
+          "dispatch is paused: resume it once every worker can run the objective)",
+          retryable=True)
+
+
 def _clip(reason: str, limit: int = 2000) -> str:
-    """A failure reason short enough for the API (it refuses more than 10,000 characters)."""
+    """A failure reason the API takes: at most ``limit`` characters (it refuses more than
+    10,000), NUL bytes and undecodable bytes (lone surrogates) escaped."""
+    reason = reason.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode()
     return reason if len(reason) <= limit else reason[:limit - 15] + " ... (clipped)"
 
 
@@ -137,6 +196,9 @@ def _report(client: Client, payload: dict[str, Any], value: float,
                                            next=chain)
     except ConflictError:
         log.info("trial %s was completed by another attempt", payload["trial_id"])
+        return None
+    except NotFoundError:
+        log.info("trial %s: its study was deleted", payload["trial_id"])
         return None
     except ValidationError as exc:  # e.g. 422 "value must lie within +-1e+100": retry cannot help
         try:

@@ -29,6 +29,15 @@ from client.loop import as_value
 from service.objectives import check_module, module_allowed, modules_from_env, parse_objective
 
 
+class Refused(ValueError):
+    """This worker cannot run the objective (its ``BBKB_OBJECTIVE_MODULES`` refuses the module,
+    or the module cannot be imported here): a fault of the worker's setup, not of the trial."""
+
+
+class BadValue(ValueError):
+    """The objective returned what cannot be a result (NaN, a string, beyond +-1e100)."""
+
+
 @dataclass(frozen=True)
 class Objective:
     """A resolved objective: ``evaluate(candidate index, vector, named parameters) -> value``."""
@@ -59,17 +68,22 @@ def resolve(spec: str) -> Objective:
     """Turn an objective string into an :class:`Objective`. The security boundary: an import
     path is imported only if this worker's own ``BBKB_OBJECTIVE_MODULES`` (read now, from its
     environment) allows its module, whatever the server allowed. ValueError with the reason
-    (a bad spec, a module not allowed, an invalid setting): the trial fails for good."""
+    (a bad spec: the trial fails for good), :class:`Refused` if this worker cannot run it (a
+    module its list does not allow or it cannot import: the worker's setup is at fault)."""
     parsed = parse_objective(spec)
     if parsed.kind == "import":
         try:
             allowed = modules_from_env()
         except ValueError as exc:
-            raise ValueError(f"objective {spec!r} refused: this worker's {exc}") from exc
-        check_module(parsed, spec, allowed, where="this worker")
+            raise Refused(f"objective {spec!r} refused: this worker's {exc}") from exc
+        try:
+            check_module(parsed, spec, allowed, where="this worker")
+        except ValueError as exc:
+            raise Refused(str(exc)) from exc
     objective = _built(spec)
     if parsed.kind == "import" and not module_allowed(objective.defined_in or "", allowed):
-        # a name the allowed module imported from elsewhere (from subprocess import run)
+        # a name the allowed module imported from elsewhere (from subprocess import run): no
+        # worker may run it, so it is the trial's fault, not this worker's
         raise ValueError(f"objective {spec!r} refused: its function is defined in module "
                          f"{objective.defined_in or '(none)'!r}, which this worker's "
                          f"BBKB_OBJECTIVE_MODULES does not allow")
@@ -80,11 +94,12 @@ def _function(name: str, options: dict[str, float]) -> Callable[..., float]:
     from service.problems import get_function
 
     dim = options.pop("dim", None)
-    fn = get_function(name, None if dim is None else int(dim))
+    built = functools.cache(lambda d: get_function(name, d))
     noise = options.pop("noise", 0.0)
     rng = np.random.default_rng()
 
     def evaluate(candidate: int, vector: list[float], parameters: Mapping[str, Any]) -> float:
+        fn = built(len(vector) if dim is None else int(dim))  # without ?dim=: the study's
         value = float(fn.objective(np.asarray(vector, dtype=float)))
         return value + noise * float(rng.standard_normal()) if noise else value
     return evaluate
@@ -104,8 +119,9 @@ def _dataset(name: str, options: dict[str, float]) -> Callable[..., float]:
 def _import(module: str, attribute: str) -> Callable[..., Any]:
     try:
         fn = getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"objective {module}:{attribute} cannot be imported: {exc}") from exc
+    except (ImportError, AttributeError) as exc:  # e.g. the package is not installed here
+        raise Refused(f"objective {module}:{attribute} cannot be imported on this worker: "
+                      f"{exc}") from exc
     if not callable(fn):
         raise ValueError(f"objective {module}:{attribute} is a {type(fn).__name__}, not a "
                          "function")
@@ -115,11 +131,12 @@ def _import(module: str, attribute: str) -> Callable[..., Any]:
 def run(objective: Objective, candidate: int, vector: list[float],
         parameters: Mapping[str, Any]) -> float:
     """Evaluate once; a value that is not a finite number within +-VALUE_LIMIT (the server
-    would refuse it with a 422) raises ValueError with the reason: the trial fails for good."""
+    would refuse it with a 422) raises :class:`BadValue` with the reason: the trial fails for
+    good. What the objective raises (a ValueError too) passes through."""
     if objective.delay > 0:
         time.sleep(objective.delay)
     value, problem = as_value(objective.evaluate(candidate, vector, parameters), "objective")
     if problem is not None:
-        raise ValueError(problem)
+        raise BadValue(problem)
     assert value is not None
     return value

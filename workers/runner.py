@@ -43,7 +43,8 @@ HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class StartupError(Exception):
-    """The worker cannot start: Redis or the API unreachable, a bad URL or a refused API key."""
+    """The worker cannot start (Redis or the API unreachable, a bad URL or a refused API key)
+    or go on (the API refused its key mid-run)."""
 
 
 def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None:
@@ -95,6 +96,8 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
             raise
         # Stopping, Redis gone: RQ could not deregister the worker (its entry expires). The
         # results went to the API, so nothing is lost (bbkb demo stops Redis on Ctrl-C too)
+    if workers.job.fatal:  # a job stopped the worker: the API refused its key mid-run
+        raise StartupError(workers.job.fatal[0])
 
 
 def _ignore(signums: Sequence[int]) -> None:
@@ -215,9 +218,10 @@ def on_signal(children: Sequence[subprocess.Popen[bytes]], stopping: threading.E
 
 
 def supervise(children: Sequence[subprocess.Popen[bytes]], poll: float = 0.2,
-              stopping: threading.Event | None = None) -> int:
-    """Wait for the children: 0 once all exited with 0; on a child's abnormal exit, say which,
-    stop the others and return 1. Once ``stopping`` is set (by :func:`on_signal`), stop them
+              stopping: threading.Event | None = None, burst: bool = False) -> int:
+    """Wait for the children: 0 once all exited with 0; on a child's abnormal exit (any exit
+    but a ``burst`` worker's code 0: the queue emptied), say which, stop the others and
+    return 1. Once ``stopping`` is set (by :func:`on_signal`), stop them
     all and return 0: how they end is then not a failure. Stopped warm, they are waited for
     as long as their evaluations take (each bounded by its job timeout); a second signal to
     the parent stops them at once."""
@@ -227,7 +231,8 @@ def supervise(children: Sequence[subprocess.Popen[bytes]], poll: float = 0.2,
             return 0
         for number, child in enumerate(children, 1):
             code = child.poll()
-            if code and not (stopping is not None and stopping.is_set()):
+            if code is not None and (code or not burst) \
+                    and not (stopping is not None and stopping.is_set()):
                 how = (f"was killed by {signal.Signals(-code).name}" if code < 0
                        else f"exited with code {code}")
                 print(f"bbkb worker: worker process {number} of {len(children)} (pid "
@@ -280,7 +285,7 @@ def run_children(redis_url: str, processes: int, burst: bool = False) -> int:
             if stopping.is_set():
                 break
             spawn(redis_url, 1, burst=burst, children=children)
-        return supervise(children, stopping=stopping)
+        return supervise(children, stopping=stopping, burst=burst)
     finally:
         stop(children)
 

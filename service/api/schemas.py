@@ -175,6 +175,13 @@ class FailRequest(BaseModel):
     retryable: bool = True
     worker_id: WorkerId | None = None
 
+    @field_validator("reason")
+    @classmethod
+    def _no_nul(cls, reason: str) -> str:
+        if "\x00" in reason:  # PostgreSQL's text cannot hold it (the database would refuse)
+            raise ValueError("may not contain NUL characters (\\x00); escape them")
+        return reason
+
 
 class HeartbeatRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")

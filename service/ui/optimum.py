@@ -31,9 +31,7 @@ def noiseless_values(objective: str | None, n_candidates: int, dim: int,
         if kind == "function":
             if "dim" in options and options["dim"] != dim:
                 return None  # checked before building the function
-            fn = get_function(name, dim if "dim" in options else None)
-            if fn.dim != dim:
-                return None
+            fn = get_function(name, dim)  # without ?dim=: the candidates' (as the workers do)
             return np.asarray(fn.objective(candidates()), dtype=np.float64)
     except (ValueError, KeyError):
         return None

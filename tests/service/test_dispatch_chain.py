@@ -12,15 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
-from service.processes import RedisProcess
 from service.settings import Settings
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    server = RedisProcess().start()
-    yield server.url
-    server.stop()
 
 
 @pytest.fixture

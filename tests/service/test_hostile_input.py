@@ -276,3 +276,50 @@ def test_a_body_that_is_not_a_json_object_says_so(tmp_path, content, headers, de
         assert r.status_code == 422 and r.json()["detail"] == detail, r.text
         field = "lease_seconds" if "NaN" in content.decode() else "body"
         assert r.json()["field"] == field
+
+
+def test_a_failure_reason_with_a_nul_byte_is_a_422_on_both_databases(database_url, tmp_path):
+    """PostgreSQL's text cannot hold NUL: the fail answered 500 there (a worker quoting a binary
+    instrument reply), and the trial waited out its lease. Now a 422, and the trial still runs."""
+    with app_client(database_url, tmp_path) as client:
+        sid = _study(client, "nul")
+        trial = _ask(client, sid).json()["trials"][0]["id"]
+        r = client.post(f"/v1/studies/{sid}/trials/{trial}/fail", json={"reason": "OK\x00\x01"})
+        assert r.status_code == 422 and r.json()["field"] == "reason", r.text
+        assert client.get(f"/v1/studies/{sid}/trials/{trial}").json()["status"] == "running"
+        r = client.post(f"/v1/studies/{sid}/trials/{trial}/fail", json={"reason": "OK\\x00"})
+        assert r.status_code == 200 and r.json()["error"] == "OK\\x00"
+
+
+def test_a_built_in_objective_must_fit_the_candidates(tmp_path):
+    """A data set scores row ``candidate`` by index: on other candidates its trials completed
+    with the values of unrelated rows. A fixed-dimension test function on other columns failed
+    every trial. Both are refused when the candidates are known (creation, upload, dispatch)."""
+    from service.problems import load_dataset
+
+    features = load_dataset("abalone")[0]
+    with app_client("sqlite:///" + str(tmp_path / "fit.db"), tmp_path) as client:
+        for objective, why in (("dataset:abalone", "must be its 4177 x 10 features, not 20 x 1"),
+                               ("function:hartmann6", "hartmann6 is 6-dimensional"),
+                               ("function:levy?dim=3", "evaluates 3-dimensional points")):
+            r = client.post("/v1/studies", json={"name": "fit", "objective": objective} | SPACE)
+            assert r.status_code == 422 and r.json()["field"] == "objective", r.text
+            assert why in r.json()["detail"], r.json()["detail"]
+        sid = _study(client, "levy-any-dim", objective="function:levy")  # built for 1 column
+        r = client.post(f"/v1/studies/{sid}/dispatch",
+                        json={"n_evaluations": 1, "objective": "dataset:cadata"})
+        assert r.status_code == 422 and "20640 x 8 features" in r.json()["detail"], r.text
+        r = client.post("/v1/studies", json={"name": "rows", "objective": "dataset:abalone",
+                                             "candidates": features.tolist()})
+        assert r.status_code == 201, r.text
+
+
+def test_a_test_function_without_dim_takes_the_candidates_dimension():
+    """``function:levy`` (any dimension) without ``?dim=`` was built in its default dimension,
+    2, and failed on a study of 3 columns; it now takes the length of the candidate vector."""
+    from workers.objectives import resolve
+
+    levy = resolve("function:levy")
+    assert levy.evaluate(0, [1.0, 1.0, 1.0], {}) == pytest.approx(0.0, abs=1e-12)  # its minimum
+    assert levy.evaluate(0, [1.0] * 5, {}) == pytest.approx(0.0, abs=1e-12)
+    assert levy.evaluate(0, [0.0, 0.0, 0.0], {}) < 0.0  # negated: larger is better

@@ -72,8 +72,9 @@ def test_os_system_is_refused_by_default_with_how_to_allow_it(servers):
                     json={"n_evaluations": 1, "objective": "os:system"})
     assert r.status_code == 422 and r.json()["field"] == "objective", r.text
     assert "module 'os' is not allowed" in r.json()["detail"]
-    for builtin in ("function:branin", "dataset:abalone?delay=0.5&noise=0.01"):
-        assert _create(servers["default"], builtin, BOX).status_code == 201
+    assert _create(servers["default"], "function:branin?delay=0.5", BOX).status_code == 201
+    r = _create(servers["default"], "dataset:abalone?delay=0.5&noise=0.01", BOX)
+    assert r.status_code == 422 and "row index in the data set" in r.json()["detail"], r.text
 
 
 PREFIX_CASES = [

@@ -27,19 +27,11 @@ with warnings.catch_warnings():
 
 from service.api import deps
 from service.api.app import create_app, reap_expired_leases
-from service.processes import RedisProcess
 from service.settings import Settings
 from service.store.database import transaction
 from service.store.models import Trial, utcnow
 
 from .helpers import candidates
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    server = RedisProcess().start()
-    yield server.url
-    server.stop()
 
 
 @pytest.fixture

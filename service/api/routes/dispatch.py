@@ -7,7 +7,7 @@ from sqlalchemy import func, select
 
 from ... import dispatch, studies
 from ...errors import Conflict, Invalid
-from ...objectives import FORMS, check_objective
+from ...objectives import FORMS, check_fits, check_objective
 from ...store.models import Trial, utcnow
 from ..deps import (
     MetricsDep,
@@ -50,6 +50,8 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
     if not objective:
         raise Invalid(f"an objective {FORMS} is needed", field="objective")
     check_objective(objective, settings.objective_modules)
+    if study.n_candidates:  # (none yet: the dispatch waits for the upload, which checks)
+        check_fits(objective, study.n_candidates, study.dim)
     if request.app.state.dispatcher is None:
         raise Conflict("this server has no Redis (set BBKB_REDIS_URL) to dispatch to",
                        field="redis")
