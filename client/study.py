@@ -88,12 +88,15 @@ class Study:
             json=body.model_dump(exclude_none=True)).json())
 
     def fail(self, trial_id: int, reason: str = "", retryable: bool = True, *,
-             worker_id: str | None = None) -> TrialPublic:
+             worker_id: str | None = None, release: bool = False) -> TrialPublic:
         """Report a failed evaluation; a retryable one goes back to the pool until
-        ``max_attempts``, then (or at once if not retryable) the trial is ``failed``. Retried
-        like a read when ``worker_id`` names the lease holder (failing a trial no longer running
-        is a no-op, and one leased to another worker a 409); without it, sent once."""
-        body = validated(FailRequest, reason=reason, retryable=retryable, worker_id=worker_id)
+        ``max_attempts``, then (or at once if not retryable) the trial is ``failed``. With
+        ``release``, the evaluation was never tried (this worker cannot run the objective): back
+        to the pool, the attempt not counted. Retried like a read when ``worker_id`` names the
+        lease holder (failing a trial no longer running is a no-op, and one leased to another
+        worker a 409); without it, sent once."""
+        body = validated(FailRequest, reason=reason, retryable=retryable, worker_id=worker_id,
+                         release=release)
         return TrialPublic.model_validate(self.client.request(
             "POST", self._path(f"/trials/{trial_id}/fail"), idempotent=worker_id is not None,
             json=body.model_dump(exclude_none=True)).json())

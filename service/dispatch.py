@@ -18,6 +18,7 @@ import logging
 import threading
 import uuid
 from datetime import datetime, timedelta
+from itertools import compress
 from typing import Any
 
 from sqlalchemy import func, select
@@ -38,6 +39,8 @@ PREFIX = "rq-"
 #: A trial handed out this recently may not be enqueued yet (the enqueue follows the commit):
 #: repair leaves it alone, so that another server process does not enqueue it a second time.
 REPAIR_GRACE_SECONDS = 10.0
+#: RQ job statuses after which a job carries no trial any more.
+ENDED = ("finished", "failed", "stopped", "canceled")
 
 
 def job_id(trial: Trial) -> str:
@@ -172,47 +175,47 @@ class Dispatcher:
         """Re-enqueue queued trials (running, no lease yet: no worker has taken their job) whose
         job Redis no longer has (e.g. after a flush or a restart) or whose job ended without
         taking the trial (its worker died before the first heartbeat). A trial a worker has
-        taken is left to its lease: its worker may still be evaluating it."""
+        taken is left to its lease: its worker may still be evaluating it. Redis is asked after
+        the database read, outside its transaction (on SQLite a write lock)."""
         with transaction(self.sessions) as session:
-            queued = session.scalars(select(Trial).where(
+            queued = [(t.id, t.worker_id) for t in session.scalars(select(Trial).where(
                 Trial.study_id == study_id, Trial.status == "running",
                 Trial.worker_id.like(f"{PREFIX}%"), Trial.lease_expires_at.is_(None),
-                Trial.started_at < utcnow() - timedelta(seconds=REPAIR_GRACE_SECONDS))).all()
-            missing = [t for t in queued  # the job carrying a trial is named in its worker id
-                       if self._lost(t.worker_id[len(PREFIX):])]
-            if not missing:
-                return 0
-            plan = session.get(Study, study_id).dispatch or {}
-            timeout = int(plan.get("job_timeout", 3600))
-        lost = {t.id: t.worker_id for t in missing}
-        payloads = self.runtimes.mutate(study_id, None,
-                                        lambda s, r, _: self._renamed(s, r, lost, plan))
-        for job in payloads:
+                Trial.started_at < utcnow() - timedelta(seconds=REPAIR_GRACE_SECONDS)))]
+        if not queued:
+            return 0
+        lost = dict(compress(queued, self._lost([w[len(PREFIX):] for _, w in queued])))
+        if not lost:
+            return 0
+        handed = self.runtimes.mutate(study_id, None,
+                                      lambda s, r, study: self._renamed(s, r, study, lost))
+        for job, timeout in handed:
             self._enqueue(job, timeout)
-        if payloads:
-            log.warning("re-enqueued %d trial(s) of study %d missing from Redis", len(payloads),
+        if handed:
+            log.warning("re-enqueued %d trial(s) of study %d missing from Redis", len(handed),
                         study_id)
-        return len(payloads)
+        return len(handed)
 
-    def _lost(self, job: str) -> bool:
-        """Whether RQ no longer has the job, or has it ended (finished, failed, stopped,
-        canceled) without its worker taking the trial."""
-        from rq.exceptions import NoSuchJobError
+    def _lost(self, jobs: list[str]) -> list[bool]:
+        """For each job: whether RQ no longer has it, or has it ended (finished, failed, stopped,
+        canceled) without its worker taking the trial. One pipelined round trip."""
         from rq.job import Job
 
-        try:
-            status = Job.fetch(job, connection=self.redis).get_status(refresh=False)
-        except NoSuchJobError:
-            return True
-        return status is not None and status.value in ("finished", "failed", "stopped",
-                                                       "canceled")
+        pipe = self.redis.pipeline(transaction=False)
+        for job in jobs:
+            pipe.hget(Job.key_for(job), "status")
+        return [status is None or status.decode() in ENDED for status in pipe.execute()]
 
     @staticmethod
-    def _renamed(session: Session, runtime, lost: dict[int, str],  # type: ignore[no-untyped-def]
-                 plan: dict[str, Any]) -> list[dict[str, Any]]:
-        """Payloads of the ``lost`` trials (id: worker id seen without the lock) that still run
+    def _renamed(session: Session, runtime, study: Study,  # type: ignore[no-untyped-def]
+                 lost: dict[int, str]) -> list[tuple[dict[str, Any], int]]:
+        """Jobs for the ``lost`` trials (id: worker id seen without the lock) that still wait
         under that worker id, each renamed for a new job: another server process repairing the
-        same trial meanwhile renamed it, so it is enqueued once."""
+        same trial meanwhile renamed it, so it is enqueued once. None if the dispatch stopped
+        meanwhile (the reaper then releases them). The plan is read under the lock."""
+        plan = study.dispatch or {}
+        if plan.get("status") != "running" or study.status != "active":
+            return []
         now, jobs = utcnow(), []
         for trial_id, worker_id in lost.items():
             trial = session.get(Trial, trial_id)
@@ -221,7 +224,7 @@ class Dispatcher:
                 continue
             trial.worker_id = f"{PREFIX}{job_id(trial)}-r{uuid.uuid4().hex[:8]}"
             trial.started_at = now  # the grace period before a repair applies to the new job
-            jobs.append(payload(runtime, trial, plan))
+            jobs.append((payload(runtime, trial, plan), int(plan.get("job_timeout", 3600))))
         return jobs
 
     def loop(self, stop: threading.Event, interval: float = 0.5) -> None:

@@ -123,8 +123,9 @@ def attach_candidates(session: Session, study: Study, candidates: np.ndarray) ->
         check_dimension(EngineConfig.from_dict(study.spec["engine"]), candidates.shape[1])
     except EngineError as exc:
         raise engine_invalid(exc) from exc
-    if study.spec.get("objective"):
-        check_fits(study.spec["objective"], *candidates.shape)
+    for objective in {study.spec.get("objective"), (study.dispatch or {}).get("objective")}:
+        if objective:  # (a dispatch may have been started before the upload)
+            check_fits(objective, *candidates.shape)
     queries.save_candidates(session, study.id, candidates)
     study.n_candidates, study.dim, study.status = len(candidates), candidates.shape[1], "active"
 

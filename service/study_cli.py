@@ -341,9 +341,19 @@ def _lifecycle(args: argparse.Namespace) -> int:
             print(json.dumps({"deleted": study.id}) if args.json else
                   f"deleted study {study.id} {study.name!r}")
             return 0
-        info = study.pause() if args.study_command == "pause" else study.resume()
-    print(json.dumps(info.model_dump(mode="json")) if args.json else
-          f"study {info.id} {info.name!r}: {info.status}")
+        # the study and its dispatch together: a worker that refused the objective paused
+        # only the dispatch, and a study paused alone leaves its dispatch "running"
+        pause = args.study_command == "pause"
+        info = study.pause() if pause else study.resume()
+        dispatch = study.dispatch_status()
+        if dispatch.status == ("running" if pause else "paused"):
+            dispatch = study.pause_dispatch() if pause else study.resume_dispatch()
+    if args.json:
+        print(json.dumps({"study": info.model_dump(mode="json"),
+                          "dispatch": dispatch.model_dump(mode="json")}))
+    else:
+        print(f"study {info.id} {info.name!r}: {info.status}"
+              + (f", dispatch {dispatch.status}" if dispatch.status else ""))
     return 0
 
 
@@ -422,8 +432,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                     "ends paused. Ctrl-C stops the waiting, not the dispatch.")
     wait.add_argument("study", help=STUDY_HELP)
     wait.set_defaults(run=_wait)
-    for name, text in (("pause", "hand out no trials, to any worker (results are still taken)"),
-                       ("resume", "hand out trials again"),
+    for name, text in (("pause", "hand out no trials, and pause the dispatch (results are "
+                                 "still taken)"),
+                       ("resume", "hand out trials again, and resume a paused dispatch"),
                        ("delete", "delete the study and its trials")):
         action = actions.add_parser(name, parents=[common], help=text)
         action.add_argument("study", help=STUDY_HELP)

@@ -1,9 +1,12 @@
 """The trial lifecycle, as changes applied inside :meth:`Runtimes.mutate`.
 
-pending (waiting for a worker) -> running (leased) -> completed | failed | abandoned.
+pending (waiting for a worker) -> running (leased; a dispatched trial whose job waits in the
+Redis queue has no lease yet) -> completed | failed | abandoned.
 A lost lease or a retryable failure sends a running trial back to pending (attempt + 1 at the next
-hand-out) until ``max_attempts``; then the engine is told the candidate was abandoned. Each
-function validates its input before it touches the engine (see service.runtime).
+hand-out) until ``max_attempts``; then the engine is told the candidate was abandoned. A release
+(a worker that could not run the objective, or a queued trial whose dispatch stopped) sends it
+back without counting the attempt. Each function validates its input before it touches the
+engine (see service.runtime).
 """
 
 from __future__ import annotations
@@ -121,9 +124,11 @@ def complete(session: Session, runtime: StudyRuntime, *, trial_id: int, value: f
 
 
 def fail(session: Session, runtime: StudyRuntime, *, trial_id: int, reason: str,
-         retryable: bool, now: datetime, worker_id: str | None = None) -> Trial:
-    """A failed evaluation. Only the worker holding the lease (when it names itself) may fail a
-    running trial; failing a trial already back in the pool is a no-op."""
+         retryable: bool, now: datetime, worker_id: str | None = None,
+         release: bool = False) -> Trial:
+    """A failed evaluation, or with ``release`` one never tried (back to the pool, the attempt
+    not counted). Only the worker holding the lease (when it names itself) may fail a running
+    trial; failing a trial already back in the pool is a no-op."""
     trial = _trial(session, runtime, trial_id)
     if trial.status == "completed":
         raise Conflict(f"trial {trial_id} is already completed", field="trial_id")
@@ -132,8 +137,18 @@ def fail(session: Session, runtime: StudyRuntime, *, trial_id: int, reason: str,
     if worker_id is not None and trial.worker_id != worker_id:
         raise Conflict(f"trial {trial_id} is leased to another worker", field="worker_id")
     trial.error = reason
-    _give_back(runtime, trial, retryable=retryable, final_status="failed", now=now)
+    if release:
+        release_trial(trial)
+    else:
+        _give_back(runtime, trial, retryable=retryable, final_status="failed", now=now)
     return trial
+
+
+def release_trial(trial: Trial) -> None:
+    """Back to the pool as if never handed out: no evaluation was tried (the next hand-out
+    counts the attempt again)."""
+    trial.status, trial.worker_id, trial.lease_expires_at = "pending", None, None
+    trial.attempt -= 1
 
 
 def _give_back(runtime: StudyRuntime, trial: Trial, *, retryable: bool, final_status: str,
@@ -172,6 +187,23 @@ def reap(session: Session, runtime: StudyRuntime, *, trial_ids: list[int],
         _give_back(runtime, trial, retryable=True, final_status="abandoned", now=now)
         reaped += 1
     return reaped
+
+
+def release_queued(session: Session, runtime: StudyRuntime, study: Study, *,
+                   trial_ids: list[int]) -> int:
+    """Queued trials (dispatched, no lease: no worker took their job) of a study that no longer
+    dispatches (its dispatch paused or done, or the study paused) go back to the pool, so that
+    nothing waits for jobs that may never run (Redis emptied meanwhile, or removed). A job still
+    queued for one is skipped by the worker that takes it. Returns the count."""
+    if study.status == "active" and (study.dispatch or {}).get("status") == "running":
+        return 0
+    released = 0
+    for trial_id in trial_ids:
+        trial = queries.trial_by_id(session, runtime.study_id, trial_id)
+        if trial is not None and trial.status == "running" and trial.lease_expires_at is None:
+            release_trial(trial)
+            released += 1
+    return released
 
 
 def import_observations(session: Session, runtime: StudyRuntime,

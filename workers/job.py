@@ -9,8 +9,9 @@ its text (retryable: the server retries it up to the study's max attempts); a va
 a finite number within +-1e100 fails it for good with the reason, and so does one the server
 refuses (422) and a bad objective spec. An objective this worker cannot run (a module its own
 ``BBKB_OBJECTIVE_MODULES`` does not allow, never imported, or one it cannot import) is this
-worker's fault, not the trial's: the worker pauses the study's dispatch and gives the trial
-back. A key the API refuses mid-run stops the worker (exit 1), as at start.
+worker's fault, not the trial's: the worker pauses the study's dispatch and releases the trial
+(back to the pool, the attempt not counted). A key the API refuses mid-run stops the worker
+(exit 1), as at start.
 The SDK retries every request with backoff for ``BBKB_WORKER_RETRY_SECONDS`` (default 60: 1 to 2
 minutes with the jitter), so a result survives a server restart.
 """
@@ -106,8 +107,9 @@ def evaluate_trial(payload: dict[str, Any]) -> int:
             if job is not None:
                 _restart_timeout(int(job.get("job_timeout", 0)))
     except AuthenticationError as exc:  # the key was revoked: every job would be lost alike
-        _stop_worker(f"the API refused the worker's key mid-run ({exc.detail}); the trial "
-                     f"{job['trial_id'] if job else '?'} is left to its lease")
+        _stop_worker(f"the API refused the worker's key mid-run ({exc.detail}); trial "
+                     f"{job['trial_id'] if job else '?'} is left to its lease or, not taken "
+                     "yet, to the dispatcher")
     return done
 
 
@@ -158,26 +160,30 @@ def _exception_text(exc: BaseException) -> str:
     return "".join(traceback.format_exception_only(exc)).strip()
 
 
-def _fail(study: Any, payload: dict[str, Any], reason: str, *, retryable: bool) -> None:
+def _fail(study: Any, payload: dict[str, Any], reason: str, *, retryable: bool,
+          release: bool = False) -> None:
     try:
         study.fail(payload["trial_id"], _clip(reason), retryable=retryable,
-                   worker_id=payload["worker_id"])
+                   worker_id=payload["worker_id"], release=release)
     except (ConflictError, NotFoundError) as exc:  # completed or re-issued; study deleted
         log.info("trial %s not failed: %s", payload["trial_id"], exc.detail)
 
 
 def _refused(study: Any, payload: dict[str, Any], reason: str) -> None:
-    """Pause the study's dispatch (so that this worker takes no more of its jobs, and the
-    operator sees it), then give the trial back for a worker that can run it."""
+    """Pause the study's dispatch of this objective (so that this worker takes no more of its
+    jobs, and the operator sees it; a newer dispatch of another objective is left alone), then
+    release the trial: back to the pool, the attempt not counted, for a worker that can run
+    it."""
     log.error("trial %s: %s; pausing the dispatch of study %s", payload["trial_id"], reason,
               payload["study_id"])
     try:
-        study.pause_dispatch()
+        if study.dispatch_status().objective == payload["objective"]:
+            study.pause_dispatch()
     except ConflictError:
         pass  # no dispatch (a manual run of the job)
     _fail(study, payload, f"worker {socket.gethostname()} pid {os.getpid()}: {reason} (the "
           "dispatch is paused: resume it once every worker can run the objective)",
-          retryable=True)
+          retryable=True, release=True)
 
 
 def _clip(reason: str, limit: int = 2000) -> str:

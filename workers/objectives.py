@@ -118,10 +118,16 @@ def _dataset(name: str, options: dict[str, float]) -> Callable[..., float]:
 
 def _import(module: str, attribute: str) -> Callable[..., Any]:
     try:
-        fn = getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError) as exc:  # e.g. the package is not installed here
+        imported = importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - not installed here, or broken here (a syntax
+        # error, a missing dependency): the worker's setup, as far as the trial can tell
         raise Refused(f"objective {module}:{attribute} cannot be imported on this worker: "
-                      f"{exc}") from exc
+                      f"{type(exc).__name__}: {exc}") from exc
+    try:
+        fn = getattr(imported, attribute)
+    except AttributeError as exc:  # the module has no such function: no worker can run it
+        raise ValueError(f"objective {module}:{attribute}: module {module!r} has no "
+                         f"{attribute!r}") from exc
     if not callable(fn):
         raise ValueError(f"objective {module}:{attribute} is a {type(fn).__name__}, not a "
                          "function")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -29,21 +29,36 @@ log = logging.getLogger("bbkb.server")
 
 
 def reap_expired_leases(app: FastAPI) -> int:
-    """One pass of the lease reaper over every study with expired leases."""
+    """One pass of the lease reaper: trials whose lease expired go back to the pool (or are
+    abandoned), and so do queued trials of studies that no longer dispatch. A study that fails
+    is logged and skipped; the others go on."""
     now = utcnow()
-    with transaction(app.state.sessions) as session:
-        expired = queries.expired_leases(session, now)
+    with transaction(app.state.read_sessions) as session:
+        expired, stranded = queries.expired_leases(session, now), queries.stranded_queued(session)
+    reaped = _per_study(app, expired, "reap leases of",
+                        lambda ids: lambda s, r, _: trials.reap(s, r, trial_ids=ids, now=now))
+    released = _per_study(app, stranded, "release queued trials of",
+                          lambda ids: lambda s, r, study: trials.release_queued(
+                              s, r, study, trial_ids=ids))
+    if released:
+        log.info("queued trials released", extra={"trials": released})
+    return reaped
+
+
+def _per_study(app: FastAPI, rows: list[tuple[int, int]], what: str,
+               change: Callable[[list[int]], Callable[..., int]]) -> int:
     by_study: dict[int, list[int]] = {}
-    for study_id, trial_id in expired:
+    for study_id, trial_id in rows:
         by_study.setdefault(study_id, []).append(trial_id)
-    reaped = 0
+    done = 0
     for study_id, ids in by_study.items():
         try:
-            reaped += app.state.runtimes.mutate(
-                study_id, None, lambda s, r, _, ids=ids: trials.reap(s, r, trial_ids=ids, now=now))
-        except ServiceError as exc:  # deleted since the listing: the other studies go on
-            log.info("leases of study %d not reaped: %s", study_id, exc)
-    return reaped
+            done += app.state.runtimes.mutate(study_id, None, change(ids))
+        except ServiceError as exc:  # e.g. deleted since the listing
+            log.info("could not %s study %d: %s", what, study_id, exc)
+        except Exception:  # noqa: BLE001 - one study's failure must not stop the others
+            log.exception("could not %s study %d", what, study_id)
+    return done
 
 
 def _reaper_loop(app: FastAPI, stop: threading.Event) -> None:

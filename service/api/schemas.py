@@ -174,6 +174,9 @@ class FailRequest(BaseModel):
     reason: Annotated[str, Field(max_length=10_000)] = ""
     retryable: bool = True
     worker_id: WorkerId | None = None
+    release: bool = Field(default=False, description=(
+        "The evaluation was never tried (the worker could not run the objective): back to the "
+        "pool without counting the attempt. retryable is then ignored."))
 
     @field_validator("reason")
     @classmethod

@@ -157,7 +157,8 @@ class Trial(Base):
     batch: Mapped[int] = mapped_column(Integer)
     #: "suggested" by the engine or "imported" (warm start).
     kind: Mapped[str] = mapped_column(String(10))
-    #: pending (waiting for a worker), running (leased), completed, failed, abandoned.
+    #: pending (waiting for a worker), running (leased; a dispatched trial whose job is still
+    #: queued has no lease yet), completed, failed, abandoned.
     status: Mapped[str] = mapped_column(String(10))
     value: Mapped[float | None] = mapped_column(Float)
     #: Batch at whose opening the outcome entered the model (-1: not yet). Engine state.

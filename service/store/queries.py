@@ -286,6 +286,19 @@ def expired_leases(session: Session, now: Any) -> list[tuple[int, int]]:
             Study.status != "deleted"))]
 
 
+def stranded_queued(session: Session) -> list[tuple[int, int]]:
+    """(study_id, trial id) of queued trials (running, no lease yet: dispatched, their job not
+    taken) in studies not deleted that no longer dispatch: the study is not active or its
+    dispatch not running (see trials.release_queued)."""
+    rows = session.execute(
+        select(Trial.study_id, Trial.id, Study.status, Study.dispatch)
+        .join(Study, Study.id == Trial.study_id)
+        .where(Trial.status == "running", Trial.lease_expires_at.is_(None),
+               Study.status != "deleted"))
+    return [(int(sid), int(tid)) for sid, tid, status, plan in rows
+            if status != "active" or (plan or {}).get("status") != "running"]
+
+
 def trial_by_id(session: Session, study_id: int, trial_id: int) -> Trial | None:
     trial = session.get(Trial, trial_id)
     return trial if trial is not None and trial.study_id == study_id else None

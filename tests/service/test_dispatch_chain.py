@@ -122,3 +122,50 @@ def test_no_next_trial_when_paused_asked_not_to_or_in_sync_mode(tmp_path, system
     app.state.dispatcher.top_up(sid)
     job = app.state.dispatcher.queue.jobs[0].args[0]
     assert _complete(client, sid, job, 1.0).json()["next"] is None  # sync: whole batches
+
+
+def test_queued_trials_have_no_lease_and_go_back_when_the_dispatch_stops(tmp_path, system):
+    """A trial whose job waits in the queue has no lease (it cannot expire there); once the
+    dispatch is paused, the reaper releases such trials to the pool with the attempt not
+    counted: nothing waits for jobs that may never run (Redis emptied or removed meanwhile).
+    A worker taking a stale job then finds its trial gone (409) and skips it."""
+    from service.api.app import reap_expired_leases
+
+    app, client, sid = system(tmp_path, n=4)
+    assert app.state.dispatcher.top_up(sid) == 2
+    queued = client.get(f"/v1/studies/{sid}/trials", params={"status": "running"}).json()
+    assert queued["trials"] and all(t["lease_expires_at"] is None for t in queued["trials"])
+    assert reap_expired_leases(app) == 0  # nothing to reap, nothing released: still dispatching
+    assert client.get(f"/v1/studies/{sid}/trials", params={"status": "running"}).json() == queued
+
+    assert client.post(f"/v1/studies/{sid}/dispatch/pause").status_code == 200
+    app.state.dispatcher.queue.connection.flushall()  # e.g. Redis restarted meanwhile
+    reap_expired_leases(app)
+    trials = client.get(f"/v1/studies/{sid}/trials").json()["trials"]
+    assert [(t["status"], t["attempt"]) for t in trials] == [("pending", 0)] * len(trials)
+    stale = queued["trials"][0]
+    r = client.post(f"/v1/studies/{sid}/trials/{stale['id']}/heartbeat",
+                    json={"worker_id": stale["worker_id"]})
+    assert r.status_code == 409  # a stale job's worker skips the trial
+    asked = client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "me", "count": 2})
+    assert sorted(t["id"] for t in asked.json()["trials"]) == sorted(t["id"] for t in trials)
+    assert {t["attempt"] for t in asked.json()["trials"]} == {1}  # no attempt was used up
+
+
+def test_a_released_trial_keeps_its_attempts(tmp_path, system):
+    """fail with release (a worker that cannot run the objective): back to the pool, the
+    attempt not counted, the reason kept; with max_attempts 3 a release never fails it."""
+    app, client, sid = system(tmp_path)
+    assert app.state.dispatcher.top_up(sid) == 2
+    job = app.state.dispatcher.queue.jobs[0].args[0]
+    for _ in range(5):
+        assert client.post(f"/v1/studies/{sid}/trials/{job['trial_id']}/heartbeat",
+                           json={"worker_id": job["worker_id"]}).status_code == 200
+        r = client.post(f"/v1/studies/{sid}/trials/{job['trial_id']}/fail", json={
+            "reason": "refused here", "worker_id": job["worker_id"], "release": True})
+        assert r.status_code == 200 and (r.json()["status"], r.json()["attempt"]) == (
+            "pending", 0), r.text
+        assert r.json()["error"] == "refused here"
+        asked = client.post(f"/v1/studies/{sid}/suggestions",
+                            json={"worker_id": job["worker_id"], "count": 1}).json()["trials"]
+        assert [(t["id"], t["attempt"]) for t in asked] == [(job["trial_id"], 1)]

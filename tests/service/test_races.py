@@ -27,6 +27,7 @@ with warnings.catch_warnings():
 
 from service.api import deps
 from service.api.app import create_app, reap_expired_leases
+from service.dispatch import Dispatcher
 from service.settings import Settings
 from service.store.database import transaction
 from service.store.models import Trial, utcnow
@@ -290,8 +291,6 @@ def test_two_processes_repairing_a_lost_job_enqueue_it_once(pg_database_url, tmp
     twice (two workers run it): the trial is evaluated twice, and as both jobs carry the same
     worker id, complete_and_next hands both the same next trial, so the duplicate chain goes on
     (and over the dispatch's parallelism) until two results differ."""
-    from rq.job import Job
-
     app1, c1 = apps(pg_database_url, tmp_path / "a", redis_url=redis_url)
     app2, _ = apps(pg_database_url, tmp_path / "b", redis_url=redis_url)
     d1, d2 = app1.state.dispatcher, app2.state.dispatcher
@@ -307,18 +306,15 @@ def test_two_processes_repairing_a_lost_job_enqueue_it_once(pg_database_url, tmp
         session.execute(update(Trial).where(Trial.study_id == sid).values(
             started_at=utcnow() - timedelta(seconds=60)))
 
-    exists = Job.exists.__func__
+    lost = Dispatcher._lost
     both_looked = threading.Barrier(2, timeout=3)
 
-    def exists_then_wait(cls, job_id, connection=None):  # type: ignore[no-untyped-def]
-        found = exists(cls, job_id, connection=connection)
-        try:
-            both_looked.wait()  # both dispatchers' periodic repair passes look at once
-        except threading.BrokenBarrierError:
-            pass
+    def lost_then_wait(self, jobs):  # type: ignore[no-untyped-def]
+        found = lost(self, jobs)
+        both_looked.wait()  # both dispatchers' periodic repair passes look at once
         return found
 
-    monkeypatch.setattr(Job, "exists", classmethod(exists_then_wait))
+    monkeypatch.setattr(Dispatcher, "_lost", lost_then_wait)
     repairs = [_in_thread(lambda d=d: d.repair(sid)) for d in (d1, d2)]
     for thread, _ in repairs:
         thread.join(timeout=30)

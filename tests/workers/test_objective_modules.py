@@ -60,7 +60,7 @@ def test_a_worker_never_imports_a_module_its_own_list_does_not_allow(system, tmp
     marks.mkdir()
     env = {"BBKB_OBJECTIVE_MODULES": worker_modules, "BBKB_TEST_MARKS": str(marks)}
     trials = _dispatch_and_finish(system, f"{FORBIDDEN}:touch", env)
-    assert [(t["status"], t["attempt"]) for t in trials] == [("pending", 1)], trials
+    assert [(t["status"], t["attempt"]) for t in trials] == [("pending", 0)], trials  # released
     assert "'tests.workers.forbidden_objective' is not allowed on this worker" in \
         trials[0]["error"], trials[0]["error"]
     assert "BBKB_OBJECTIVE_MODULES" in trials[0]["error"]
@@ -80,7 +80,7 @@ def test_a_worker_runs_exactly_what_its_list_allows(system, tmp_path):
     assert sorted(p.name for p in marks.iterdir()) == ["called", "imported"]
     system["workers"] = runner.stop(system["workers"], timeout=5) or []
     trials = _dispatch_and_finish(system, "tests.workers.objective_fns:quadratic", env, n=1)
-    assert [(t["status"], t["attempt"]) for t in trials] == [("pending", 1)], trials
+    assert [(t["status"], t["attempt"]) for t in trials] == [("pending", 0)], trials  # released
     assert "'tests.workers.objective_fns' is not allowed on this worker" in trials[0]["error"]
 
 

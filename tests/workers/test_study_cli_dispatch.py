@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from client import Client
 from service.cli import main
 from workers import runner
 
@@ -51,8 +52,21 @@ def test_dispatch_wait_pause_resume_delete_from_the_shell(system, tmp_path, caps
     code, out, _ = run(capsys, "study", "show", "shell", "--json", *url)
     assert json.loads(out)["counts"]["completed"] == 17, out
 
-    assert run(capsys, "study", "pause", "shell", *url)[1].strip().endswith(": paused")
-    assert run(capsys, "study", "resume", "shell", *url)[1].strip().endswith(": active")
+    assert run(capsys, "study", "pause", "shell", *url)[1].strip().endswith(
+        ": paused, dispatch done")  # (a done dispatch stays done)
+    assert run(capsys, "study", "resume", "shell", *url)[1].strip().endswith(
+        ": active, dispatch done")
+    with Client(system["server"].url) as bbkb:  # as a worker refusing the objective does
+        study = bbkb.study("shell")
+        study.dispatch(4, parallelism=2)
+        study.pause_dispatch()
+    code, _, _ = run(capsys, "study", "wait", "shell", "-q", "--timeout", "30", *url)
+    assert code == 1  # it ended paused
+    assert run(capsys, "study", "resume", "shell", *url)[1].strip().endswith(
+        ": active, dispatch running")
+    code, out, _ = run(capsys, "study", "wait", "shell", "-q", "--timeout", "120", *url)
+    assert code == 0 and "dispatch done, 4 of 4" in out
+    assert run(capsys, "study", "pause", "shell", *url)[0] == 0
 
     code, _, err = run(capsys, "study", "delete", "shell", *url)  # stdin is not a terminal
     assert code == 1 and "pass --yes" in err

@@ -100,7 +100,7 @@ def fail_trial(study_id: StudyId, trial_id: TrialId, body: FailRequest, owner: O
                runtimes: RuntimesDep, metrics: MetricsDep, request: Request) -> Response:
     trial = _trial_change(runtimes, study_id, owner, trials.fail, trial_id=trial_id,
                           reason=body.reason, retryable=body.retryable,
-                          worker_id=body.worker_id)
+                          worker_id=body.worker_id, release=body.release)
     metrics.results.labels(trial.status).inc()
     _wake_dispatcher(request)
     return json_answer(trial)
