@@ -16,6 +16,7 @@ from .settings import Settings
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
+    from sqlalchemy.orm import Session
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -80,15 +81,28 @@ def _migrate(_: argparse.Namespace) -> int:
     return 0
 
 
-def _keys_create(args: argparse.Namespace) -> int:
-    from .auth import create_key
+@contextlib.contextmanager
+def _keys_session() -> Iterator[Session]:
+    """One transaction on the settings' database, its schema made or checked first (the keys
+    commands)."""
     from .store.database import session_factory, transaction
     from .store.migrate import ensure_schema
 
     with _engine() as engine:
         ensure_schema(engine)
         with transaction(session_factory(engine)) as session:
-            token = create_key(session, args.owner)
+            yield session
+
+
+#: How keys' times are shown (UTC).
+_TIME = "%Y-%m-%d %H:%M:%S"
+
+
+def _keys_create(args: argparse.Namespace) -> int:
+    from .auth import create_key
+
+    with _keys_session() as session:
+        token = create_key(session, args.owner)
     print(token)
     print(f"(API key for owner {args.owner!r}: shown once, store it now)", file=sys.stderr)
     return 0
@@ -96,35 +110,27 @@ def _keys_create(args: argparse.Namespace) -> int:
 
 def _keys_list(args: argparse.Namespace) -> int:
     from .auth import list_keys
-    from .store.database import session_factory, transaction
-    from .store.migrate import ensure_schema
 
-    with _engine() as engine:
-        ensure_schema(engine)
-        with transaction(session_factory(engine)) as session:
-            keys = list_keys(session, args.owner)
+    with _keys_session() as session:
+        keys = list_keys(session, args.owner)
     print(f"{'KEY':<15} {'OWNER':<20} {'CREATED':<20} REVOKED")
     for key in keys:
-        revoked = key.revoked_at.strftime("%Y-%m-%d %H:%M:%S") if key.revoked_at else "-"
+        revoked = key.revoked_at.strftime(_TIME) if key.revoked_at else "-"
         print(f"{key.prefix + '...':<15} {key.owner:<20} "
-              f"{key.created_at.strftime('%Y-%m-%d %H:%M:%S'):<20} {revoked}")
+              f"{key.created_at.strftime(_TIME):<20} {revoked}")
     return 0
 
 
 def _keys_revoke(args: argparse.Namespace) -> int:
     from .auth import revoke_key
-    from .store.database import session_factory, transaction
-    from .store.migrate import ensure_schema
 
-    with _engine() as engine:
-        ensure_schema(engine)
-        try:
-            with transaction(session_factory(engine)) as session:
-                key, now = revoke_key(session, args.key)
-        except LookupError as exc:
-            raise SystemExit(f"bbkb keys revoke: {exc.args[0]}") from None
+    try:
+        with _keys_session() as session:
+            key, now = revoke_key(session, args.key)
+    except LookupError as exc:
+        raise SystemExit(f"bbkb keys revoke: {exc.args[0]}") from None
     print(f"{'revoked' if now else 'already revoked'}: {key.prefix}... of owner {key.owner!r} "
-          f"(at {key.revoked_at:%Y-%m-%d %H:%M:%S} UTC)", file=sys.stderr)
+          f"(at {key.revoked_at:{_TIME}} UTC)", file=sys.stderr)
     return 0
 
 
@@ -133,30 +139,26 @@ def _keys_ensure(args: argparse.Namespace) -> int:
     database knows it for that owner, else a new one. Compose's worker key; rerunning is a no-op."""
     from .auth import authenticate, create_key, owner_id_for
     from .errors import Unauthorized
-    from .store.database import session_factory, transaction
-    from .store.migrate import ensure_schema
 
     if not args.file:
         raise SystemExit("bbkb keys ensure: --file or BBKB_API_KEY_FILE is required")
     path = Path(args.file)
     held = path.read_text().strip() if path.is_file() else ""
-    with _engine() as engine:
-        ensure_schema(engine)
-        with transaction(session_factory(engine)) as session:
-            try:
-                valid = (authenticate(session, f"Bearer {held}")
-                         == owner_id_for(session, args.owner))
-            except Unauthorized:  # no key in the file, or one the database does not know
-                valid = False
-            if not valid:
-                held = create_key(session, args.owner)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.unlink(missing_ok=True)  # a new file: created with mode 0600, never wider
-                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(descriptor, "w") as out:
-                    out.write(held + "\n")
-            else:
-                path.chmod(0o600)
+    with _keys_session() as session:
+        try:
+            valid = (authenticate(session, f"Bearer {held}")
+                     == owner_id_for(session, args.owner))
+        except Unauthorized:  # no key in the file, or one the database does not know
+            valid = False
+        if not valid:
+            held = create_key(session, args.owner)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.unlink(missing_ok=True)  # a new file: created with mode 0600, never wider
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w") as out:
+                out.write(held + "\n")
+        else:
+            path.chmod(0o600)
     state = "kept" if valid else "created"
     print(f"API key of owner {args.owner!r} in {path}: {state}", file=sys.stderr)
     return 0

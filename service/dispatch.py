@@ -101,8 +101,7 @@ class Dispatcher:
         would fail every trial for good (resuming it is refused until the module is listed)."""
         with transaction(self.sessions) as session:
             rows = session.scalars(select(Study).where(Study.dispatch.is_not(None))).all()
-            running = {s.id: s.dispatch["objective"] for s in rows
-                       if (s.dispatch or {}).get("status") == "running" and s.status == "active"}
+            running = {s.id: s.dispatch["objective"] for s in rows if s.dispatching}
         for study_id, objective in list(running.items()):
             try:
                 check_objective(objective, self.objective_modules)
@@ -213,9 +212,9 @@ class Dispatcher:
         under that worker id, each renamed for a new job: another server process repairing the
         same trial meanwhile renamed it, so it is enqueued once. None if the dispatch stopped
         meanwhile (the reaper then releases them). The plan is read under the lock."""
-        plan = study.dispatch or {}
-        if plan.get("status") != "running" or study.status != "active":
+        if not study.dispatching:
             return []
+        plan = study.dispatch
         now, jobs = utcnow(), []
         for trial_id, worker_id in lost.items():
             trial = session.get(Trial, trial_id)
@@ -260,10 +259,9 @@ def complete_and_next(session: Session, runtime, study: Study, *, trial_id: int,
     if not worker_id.startswith(PREFIX):
         raise Invalid(f"dispatch worker ids start with {PREFIX!r}", field="worker_id")
     trial = trials.complete(session, runtime, trial_id=trial_id, value=value, now=now)
-    plan = study.dispatch or {}
-    if not (chain and plan.get("status") == "running" and study.status == "active"
-            and runtime.strategy.config.mode == "async"):
+    if not (chain and study.dispatching and runtime.strategy.config.mode == "async"):
         return trial, None
+    plan = study.dispatch
     with session.no_autoflush:  # one flush (completion and next trial) instead of two
         running = [(i, w) for i, w in queries.running_on(session, study.id, PREFIX)
                    if i != trial.id]  # the completion is not flushed yet

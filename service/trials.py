@@ -195,7 +195,7 @@ def release_queued(session: Session, runtime: StudyRuntime, study: Study, *,
     dispatches (its dispatch paused or done, or the study paused) go back to the pool, so that
     nothing waits for jobs that may never run (Redis emptied meanwhile, or removed). A job still
     queued for one is skipped by the worker that takes it. Returns the count."""
-    if study.status == "active" and (study.dispatch or {}).get("status") == "running":
+    if study.dispatching:
         return 0
     released = 0
     for trial_id in trial_ids:

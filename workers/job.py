@@ -207,11 +207,8 @@ def _report(client: Client, payload: dict[str, Any], value: float,
         log.info("trial %s: its study was deleted", payload["trial_id"])
         return None
     except ValidationError as exc:  # e.g. 422 "value must lie within +-1e+100": retry cannot help
-        try:
-            study.fail(payload["trial_id"], f"the server refused the value {value!r}: "
-                       f"{exc.detail}", retryable=False, worker_id=payload["worker_id"])
-        except ConflictError:
-            log.info("trial %s was completed by another attempt", payload["trial_id"])
+        _fail(study, payload, f"the server refused the value {value!r}: {exc.detail}",
+              retryable=False)
         return None
     return None if answer.next is None else answer.next.model_dump()
 

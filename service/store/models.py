@@ -9,6 +9,7 @@ columns only ever hold finite floats or NULL.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -93,6 +94,17 @@ class Study(Base):
     dim: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    @property
+    def dispatching(self) -> bool:
+        """Whether its dispatch hands out trials (see :func:`dispatching`)."""
+        return dispatching(self.status, self.dispatch)
+
+
+def dispatching(status: str, plan: dict[str, Any] | None) -> bool:
+    """Whether a study of this status and dispatch plan dispatches: active, its plan running
+    (a paused study's dispatch stays ``running`` but hands out nothing)."""
+    return status == "active" and (plan or {}).get("status") == "running"
 
 
 class CandidateBlock(Base):

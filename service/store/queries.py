@@ -34,7 +34,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from ..engine import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, EngineState
 from .arrays import BLOCK_ROWS, from_bytes, join_rows, split_rows, to_bytes
-from .models import Batch, CandidateBlock, Study, Trial
+from .models import Batch, CandidateBlock, Study, Trial, dispatching
 
 ENGINE_STATUS = {"pending": PENDING, "running": PENDING, "completed": OBSERVED,
                  "failed": ABANDONED, "abandoned": ABANDONED}
@@ -296,7 +296,7 @@ def stranded_queued(session: Session) -> list[tuple[int, int]]:
         .where(Trial.status == "running", Trial.lease_expires_at.is_(None),
                Study.status != "deleted"))
     return [(int(sid), int(tid)) for sid, tid, status, plan in rows
-            if status != "active" or (plan or {}).get("status") != "running"]
+            if not dispatching(status, plan)]
 
 
 def trial_by_id(session: Session, study_id: int, trial_id: int) -> Trial | None:
