@@ -199,11 +199,12 @@ class Study:
         return DispatchCompleted.model_validate(self.client.request(
             "POST", self._path("/dispatch/complete"), json=body.model_dump()).json())
 
-    def pause_dispatch(self) -> DispatchStatus:
+    def pause_dispatch(self, objective: str | None = None) -> DispatchStatus:
         """Enqueue no more trials for the dispatch (those in flight finish); ConflictError if
-        the study has none."""
-        return DispatchStatus.model_validate(
-            self.client.request("POST", self._path("/dispatch/pause")).json())
+        the study has none, or, with ``objective``, if the dispatch runs another objective."""
+        params = {} if objective is None else {"objective": objective}
+        return DispatchStatus.model_validate(self.client.request(
+            "POST", self._path("/dispatch/pause"), params=params).json())
 
     def resume_dispatch(self) -> DispatchStatus:
         return DispatchStatus.model_validate(

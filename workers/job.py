@@ -177,10 +177,9 @@ def _refused(study: Any, payload: dict[str, Any], reason: str) -> None:
     log.error("trial %s: %s; pausing the dispatch of study %s", payload["trial_id"], reason,
               payload["study_id"])
     try:
-        if study.dispatch_status().objective == payload["objective"]:
-            study.pause_dispatch()
+        study.pause_dispatch(objective=payload["objective"])
     except ConflictError:
-        pass  # no dispatch (a manual run of the job)
+        pass  # a newer dispatch of another objective, or none (a manual run of the job)
     _fail(study, payload, f"worker {socket.gethostname()} pid {os.getpid()}: {reason} (the "
           "dispatch is paused: resume it once every worker can run the objective)",
           retryable=True, release=True)

@@ -124,6 +124,20 @@ def test_no_next_trial_when_paused_asked_not_to_or_in_sync_mode(tmp_path, system
     assert _complete(client, sid, job, 1.0).json()["next"] is None  # sync: whole batches
 
 
+def test_pause_for_an_objective_leaves_a_dispatch_of_another_running(tmp_path, system):
+    """``?objective=`` pauses only a dispatch of that objective, in one step: a worker that
+    cannot run an old dispatch's objective never pauses the newer dispatch of another."""
+    app, client, sid = system(tmp_path, n=50)
+    other = client.post(f"/v1/studies/{sid}/dispatch/pause",
+                        params={"objective": "function:levy"})
+    assert other.status_code == 409 and other.json()["field"] == "objective"
+    assert "runs 'function:branin', not 'function:levy'" in other.json()["detail"]
+    assert client.get(f"/v1/studies/{sid}/dispatch").json()["status"] == "running"
+    same = client.post(f"/v1/studies/{sid}/dispatch/pause",
+                       params={"objective": "function:branin"})
+    assert same.status_code == 200 and same.json()["status"] == "paused"
+
+
 def test_queued_trials_have_no_lease_and_go_back_when_the_dispatch_stops(tmp_path, system):
     """A trial whose job waits in the queue has no lease (it cannot expire there); once the
     dispatch is paused, the reaper releases such trials to the pool with the attempt not

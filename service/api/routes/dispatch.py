@@ -62,19 +62,27 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
     return _status(session, study, runtimes)
 
 
-def _set(study_id: int, owner: int, session, runtimes, status: str) -> DispatchStatus:  # type: ignore[no-untyped-def]
+def _set(study_id: int, owner: int, session, runtimes, status: str,  # type: ignore[no-untyped-def]
+         objective: str | None = None) -> DispatchStatus:
     study = owned(session, study_id, owner, lock=True)
     if not study.dispatch:
         verb = {"paused": "pause", "running": "resume"}[status]
         raise Conflict(f"study {study_id} has no dispatch to {verb}", field="study_id")
+    if objective is not None and study.dispatch.get("objective") != objective:
+        raise Conflict(f"the dispatch of study {study_id} runs "
+                       f"{study.dispatch.get('objective')!r}, not {objective!r}",
+                       field="objective")
     study.dispatch = {**study.dispatch, "status": status}
     return _status(session, study, runtimes)
 
 
 @router.post("/pause")
 def pause_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
-                   runtimes: RuntimesDep) -> DispatchStatus:
-    return _set(study_id, owner, session, runtimes, "paused")
+                   runtimes: RuntimesDep, objective: str | None = None) -> DispatchStatus:
+    """Enqueue no more trials (those in flight finish). With ``?objective=``, only if the
+    dispatch runs that objective (409 otherwise): a worker that cannot run one objective pauses
+    its dispatch, never a newer dispatch of another, in one atomic step."""
+    return _set(study_id, owner, session, runtimes, "paused", objective)
 
 
 @router.post("/resume")
