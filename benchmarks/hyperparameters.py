@@ -220,7 +220,11 @@ mean value of the last 100 observations of the batches run on each multiple, {1.
 levy20 0.064, levy20-sobol 0.21 and Cadata 0.0046 (30 seeds), at 1-14 CPU s, but Hartmann-6 0.22
 (median 0.041; {1.25, 1.9}: 0.13): the longer kernel's good rewards at its local maximum win
 the bandit and trap it there; styblinski20 0.34 and rastrigin20 0.57 (10 seeds; a throwaway
-worktree, not kept).
+worktree, not kept). A fixed scale mixture of RBF kernels (equal weights, unit variance,
+z-scored; session 16, a scratch script): on levy20 (10 seeds) lengthscales {2, 4, 8} 0.110,
+{2, 4} 0.058 (median 0.0076: bimodal, 13 CPU s per run), {2, 6} 0.33, {2, 4, 6} 0.118, against
+auto's 0.022; on rastrigin20 {2, 4, 8} 0.024 (2 seeds; auto 0.184, ls=2 0.0047). The short
+component finds Rastrigin's centre, but the mixture loses Levy's.
 
 ``branin10`` is Branin plus 8 uniform columns it does not depend on (``FUNCTIONS``), the case
 ARD is for: one lengthscale cannot be long in the 8 columns and short in the 2 (the fit settles
