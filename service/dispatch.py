@@ -85,11 +85,14 @@ class Dispatcher:
     """Enqueues evaluation jobs for dispatching studies; one per server process."""
 
     def __init__(self, runtimes: Runtimes, sessions: Any, redis_url: str,
-                 objective_modules: tuple[str, ...] = ()) -> None:
+                 objective_modules: tuple[str, ...] = (), read_sessions: Any = None) -> None:
         from redis import Redis
         from rq import Queue
 
         self.runtimes, self.sessions = runtimes, sessions
+        # the passes' listings only read: on SQLite a write session would take the write lock
+        # (BEGIN IMMEDIATE) at every pass, i.e. at every result, and make API writers wait
+        self.read_sessions = read_sessions or sessions
         self.objective_modules = objective_modules  # BBKB_OBJECTIVE_MODULES
         self.redis = Redis.from_url(redis_url)
         self.queue = Queue(QUEUE, connection=self.redis)
@@ -99,7 +102,7 @@ class Dispatcher:
         """The studies whose dispatch runs. One whose objective's module BBKB_OBJECTIVE_MODULES
         no longer allows (started before the list changed) is paused instead: the workers
         would fail every trial for good (resuming it is refused until the module is listed)."""
-        with transaction(self.sessions) as session:
+        with transaction(self.read_sessions) as session:
             rows = session.scalars(select(Study).where(Study.dispatch.is_not(None))).all()
             running = {s.id: s.dispatch["objective"] for s in rows if s.dispatching}
         for study_id, objective in list(running.items()):
@@ -138,7 +141,7 @@ class Dispatcher:
         """Whether a top-up can change anything, read without the study's lock: an idle pass
         must not bump the study's version, which makes every other server process rebuild its
         engine from the database. Only async mode can tell (sync asks to learn it is waiting)."""
-        with transaction(self.sessions) as session:
+        with transaction(self.read_sessions) as session:
             study = session.get(Study, study_id)
             if study is None or (study.dispatch or {}).get("status") != "running":
                 return False
@@ -175,8 +178,8 @@ class Dispatcher:
         job Redis no longer has (e.g. after a flush or a restart) or whose job ended without
         taking the trial (its worker died before the first heartbeat). A trial a worker has
         taken is left to its lease: its worker may still be evaluating it. Redis is asked after
-        the database read, outside its transaction (on SQLite a write lock)."""
-        with transaction(self.sessions) as session:
+        the database read, outside its transaction."""
+        with transaction(self.read_sessions) as session:
             queued = [(t.id, t.worker_id) for t in session.scalars(select(Trial).where(
                 Trial.study_id == study_id, Trial.status == "running",
                 Trial.worker_id.like(f"{PREFIX}%"), Trial.lease_expires_at.is_(None),
