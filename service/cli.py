@@ -24,8 +24,6 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.no_auth:
         os.environ["BBKB_AUTH"] = "none"  # read by every worker process's Settings()
-    if args.data_dir:
-        os.environ["BBKB_DATA_DIR"] = args.data_dir
     os.environ.setdefault("BBKB_LOG_FORMAT", "text")  # every app process configures its logs
     os.environ["BBKB_LOG_LEVEL"] = args.log_level
     _check_database()
@@ -199,7 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bbkb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the API server (settings from BBKB_* variables)")
+    data_dir = argparse.ArgumentParser(add_help=False)  # the database's commands share it
+    data_dir.add_argument("--data-dir", help="where the default SQLite database lives "
+                          "(default: BBKB_DATA_DIR, else ./bbkb-data; BBKB_DATABASE_URL wins)")
+    serve = sub.add_parser("serve", parents=[data_dir],
+                           help="run the API server (settings from BBKB_* variables)")
     env = os.environ.get
     serve.add_argument("--host", default=env("BBKB_HOST", "127.0.0.1"), help="default: BBKB_HOST")
     serve.add_argument("--port", type=_port, default=env("BBKB_PORT", "8000"),
@@ -208,7 +210,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="uvicorn worker processes (default: BBKB_API_WORKERS)")
     serve.add_argument("--no-auth", action="store_true",
                        help="single-user mode: no API keys (BBKB_AUTH=none)")
-    serve.add_argument("--data-dir", help="where the default SQLite database lives")
     serve.add_argument("--log-level", type=str.lower, choices=logs.LEVELS,
                        default=env("BBKB_LOG_LEVEL", "info"),
                        help="default: BBKB_LOG_LEVEL; BBKB_LOG_FORMAT=json for JSON lines")
@@ -222,27 +223,32 @@ def build_parser() -> argparse.ArgumentParser:
                           help="the whole system end to end (Redis, server, workers)")
     demo.set_defaults(run=_demo)
 
-    migrate = sub.add_parser("migrate", help="upgrade the database schema to this version")
+    migrate = sub.add_parser("migrate", parents=[data_dir],
+                             help="upgrade the database schema to this version")
     migrate.set_defaults(run=_migrate)
 
     study_cli.add_parser(sub)
 
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_sub.add_parser("create", help="create an API key (prints it once)")
+    create = keys_sub.add_parser("create", parents=[data_dir],
+                                 help="create an API key (prints it once)")
     create.add_argument("--owner", required=True, type=_owner, help="owner name (created if new)")
     create.set_defaults(run=_keys_create)
     ensure = keys_sub.add_parser(
-        "ensure", help="keep a valid key of OWNER in FILE (creates one if needed; idempotent)")
+        "ensure", parents=[data_dir],
+        help="keep a valid key of OWNER in FILE (creates one if needed; idempotent)")
     ensure.add_argument("--owner", required=True, type=_owner, help="owner name (created if new)")
     ensure.add_argument("--file", default=env("BBKB_API_KEY_FILE"),
                         help="where the key is kept, mode 0600 (default: BBKB_API_KEY_FILE)")
     ensure.set_defaults(run=_keys_ensure)
-    listing = keys_sub.add_parser("list", help="every key: its first characters, owner, dates")
+    listing = keys_sub.add_parser("list", parents=[data_dir],
+                                  help="every key: its first characters, owner, dates")
     listing.add_argument("--owner", type=_owner, help="only this owner's keys")
     listing.set_defaults(run=_keys_list)
     revoke = keys_sub.add_parser(
-        "revoke", help="revoke a key (refused from the server's next request on)")
+        "revoke", parents=[data_dir],
+        help="revoke a key (refused from the server's next request on)")
     revoke.add_argument("key", help="the whole key, or its first characters as keys list shows")
     revoke.set_defaults(run=_keys_revoke)
     return parser
@@ -294,6 +300,8 @@ def _run(args: argparse.Namespace) -> int:
 
     from client.errors import invalid_argument
 
+    if getattr(args, "data_dir", None):  # serve, migrate, keys: as BBKB_DATA_DIR
+        os.environ["BBKB_DATA_DIR"] = args.data_dir
     try:
         return int(args.run(args))
     except pydantic.ValidationError as exc:

@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -88,16 +88,57 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     _check_modules()
     connection = _redis(redis_url)
     _check_api()
-    worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
-    try:
-        worker.work(burst=burst, logging_level="WARNING")  # (RQ rides out Redis outages)
-    except RedisError:
-        if not workers.job.stopping.is_set():
-            raise
-        # Stopping, Redis gone: RQ could not deregister the worker (its entry expires). The
-        # results went to the API, so nothing is lost (bbkb demo stops Redis on Ctrl-C too)
+    while True:
+        worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
+        try:
+            worker.work(burst=burst, logging_level="WARNING")  # (idle, RQ rides out outages)
+        except RedisError:
+            if workers.job.stopping.is_set():
+                break  # Redis gone while stopping: RQ could not deregister the worker (its
+                # entry expires). The results went to the API, so nothing is lost (bbkb demo
+                # stops Redis on Ctrl-C too)
+        if burst or workers.job.stopping.is_set() or workers.job.fatal:
+            break
+        # RQ quit on an error it does not ride out, e.g. Redis lost while it recorded the end
+        # of a job (whose results went to the API): a new worker, once Redis answers again
+        worker.log.warning("Worker %s: quit on an error; a new worker starts once Redis "
+                           "answers", worker.name)
+        _discard(worker)
+        if not _redis_back(connection):
+            break
     if workers.job.fatal:  # a job stopped the worker: the API refused its key mid-run
         raise StartupError(workers.job.fatal[0])
+
+
+def _discard(worker: Any) -> None:
+    """Stop the thread of a worker whose teardown failed (its unsubscribe never ran): it would
+    go on retrying its channel, every 2 s, next to the new worker's."""
+    thread = getattr(worker, "pubsub_thread", None)
+    if thread is not None:
+        thread.stop()
+        with contextlib.suppress(Exception):  # Redis may still be down
+            worker.pubsub.close()
+
+
+def _redis_back(connection: Redis, poll: float = 2.0) -> bool:
+    """Wait until Redis answers (True) or the worker is asked to stop (False). Waits at least
+    ``poll`` seconds: an error that is not Redis's does not make a busy loop."""
+    from redis.exceptions import RedisError
+    from rq.exceptions import StopRequested
+
+    import workers.job
+
+    try:
+        while not workers.job.stopping.is_set():
+            time.sleep(poll)
+            try:
+                connection.ping()
+                return True
+            except RedisError:
+                continue
+    except StopRequested:  # RQ's SIGTERM handler, still installed, on an idle worker
+        pass
+    return False
 
 
 def _ignore(signums: Sequence[int]) -> None:

@@ -89,3 +89,24 @@ def test_revoke_refuses_a_prefix_that_names_two_keys(database, capsys):
         main(["keys", "revoke", key[:SHOWN]])
     assert main(["keys", "revoke", key]) == 0
     assert [row[-1] == "-" for row in _listed(capsys)] == [False, True]
+
+
+def test_keys_and_migrate_take_the_servers_data_dir(tmp_path, monkeypatch, capsys):
+    """`--data-dir` names the database `bbkb serve --data-dir` uses: run from another directory
+    without it, `keys create` made a new empty database and printed a key the server
+    refused."""
+    for name in ("BBKB_DATABASE_URL", "BBKB_DATA_DIR"):  # set first: restored afterwards, as
+        monkeypatch.setenv(name, "")  # the command sets BBKB_DATA_DIR in this process
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "served"
+    assert main(["keys", "create", "--owner", "lab", "--data-dir", str(data)]) == 0
+    key = capsys.readouterr().out.strip()
+    assert not (tmp_path / "bbkb-data").exists()
+    assert main(["migrate", "--data-dir", str(data)]) == 0
+    assert "-> " in capsys.readouterr().out
+    app = create_app(Settings(data_dir=data))
+    with TestClient(app) as http:
+        assert http.get("/v1/studies", headers={"Authorization": f"Bearer {key}"}
+                        ).status_code == 200
+    app.state.sessions.kw["bind"].dispose()

@@ -4,7 +4,8 @@ real ``bbkb worker`` processes. Every test here failed before its fix (the docst
 what used to happen): a queued trial has no lease until a worker takes its job, repair leaves
 taken trials alone, an objective's own ValueError is retried, a refused module pauses the
 dispatch instead of failing the trial, a revoked key stops the worker, failure reasons are
-escaped, and ``-n N`` notices a worker process that exits with code 0."""
+escaped, ``-n N`` notices a worker process that exits with code 0, and a worker rides out a
+Redis outage that ends a job (session 16)."""
 
 from __future__ import annotations
 
@@ -146,6 +147,37 @@ def test_a_redis_restart_does_not_duplicate_an_evaluation_in_progress(system, tm
     finally:
         runner.stop(system["workers"], timeout=5)
         redis.stop()
+
+
+def test_a_worker_rides_out_a_redis_outage_that_ends_a_job(system, tmp_path):
+    """Redis goes down while a job evaluates, and stays down past the job's end. RQ cannot
+    record the end, quit its work loop ("found an unhandled exception, quitting") and the
+    worker process exited with code 1: with ``-n N`` the parent then stopped every worker, so a
+    Redis restart of a few seconds took the whole pool down. Now a new worker starts in the
+    same process once Redis answers, and takes the next dispatch's jobs."""
+    url, marks = system["server"].url, tmp_path / "marks"
+    marks.mkdir()
+    system["workers"] += runner.spawn(system["redis"].url, 1, env={
+        "BBKB_URL": url, "BBKB_TEST_MARKS": str(marks), "BBKB_TEST_DELAY": "3"})
+    _registered(system["redis"].url, 1)
+    sid = _study(url, "marked")
+    _start_dispatch(url, sid, 1)
+    _until(lambda: list(marks.iterdir()), 30, "the evaluation began")
+    port = system["redis"].port
+    system["redis"].stop()  # down past the job's end
+    _until(lambda: _done(url, sid), 30, "the result reached the API")
+    time.sleep(1.0)  # the job's end meets the missing Redis
+    system["redis"] = RedisProcess(port=port).start()
+    try:
+        _registered(system["redis"].url, 1)  # a new worker in the same process
+        assert [w.poll() for w in system["workers"]] == [None]
+        _start_dispatch(url, sid, 1)
+        _until(lambda: len(list(marks.iterdir())) == 2 and _done(url, sid), 60,
+               "the next dispatch was evaluated")
+        assert [t["status"] for t in _trials(url, sid)] == ["completed"] * 2
+    finally:
+        runner.stop(system["workers"], timeout=5)
+        system["redis"].stop()
 
 
 # -- 3. a revoked worker key drains the queue into abandoned trials ----------------------------
