@@ -357,8 +357,10 @@ def trial_page(session: Session, study_id: int, *, after: int, limit: int,
                                 {"study": study_id, "after": after, "limit": limit, **given}))
 
 
-def batches(session: Session, study_id: int) -> list[Batch]:
-    return list(session.scalars(select(Batch).where(Batch.study_id == study_id)
+def batches(session: Session, study_id: int, *, after: int = -1) -> list[Batch]:
+    """The study's batches with index > ``after`` in index order."""
+    return list(session.scalars(select(Batch).where(Batch.study_id == study_id,
+                                                    Batch.index > after)
                                 .order_by(Batch.index)))
 
 

@@ -138,3 +138,22 @@ def test_batches_time_the_resparsification_apart_from_opening(database_url, tmp_
         batches = http.get(f"/v1/studies/{uniform}/batches").json()["batches"]
         assert batches and all(b["resparsify_seconds"] is None and b["open_seconds"] is not None
                                for b in batches)
+
+
+def test_batches_after_lists_only_the_later_ones(database_url, tmp_path):
+    """A poller asks for the batches after the last it has (as with the trials' ``after``)."""
+    with app_client(database_url, tmp_path) as http:
+        sid = create_study(http, engine={"strategy": "uniform", "mode": "async",
+                                         "batch_size": 4, "seed": 0})["id"]
+        url = f"/v1/studies/{sid}/batches"
+        assert http.get(url, params={"after": -1}).json() == {"batches": []}
+        run_trials(http, sid, 14)
+        every = http.get(url).json()["batches"]
+        assert [b["index"] for b in every] == list(range(len(every))) and len(every) >= 4
+        assert http.get(url, params={"after": -1}).json()["batches"] == every
+        for after in (0, 2, len(every) - 1, 10**6):
+            assert http.get(url, params={"after": after}).json()["batches"] == every[after + 1:]
+        for bad in ("-2", "x", "1.5", str(2**31)):
+            response = http.get(url, params={"after": bad})
+            assert response.status_code == 422 and response.json()["field"] == "after", bad
+        assert http.get(f"/v1/studies/{sid + 1}/batches?after=0").status_code == 404

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 
 from ... import studies
 from ...store import queries
@@ -14,10 +16,13 @@ router = APIRouter(prefix="/v1/studies/{study_id}", tags=["batches"])
 
 
 @router.get("/batches")
-def list_batches(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep) -> BatchList:
+def list_batches(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep,
+                 after: Annotated[int, Query(ge=-1, le=2**31 - 1)] = -1) -> BatchList:
+    """The batches in index order, only those with index > ``after`` (a poller asks for the
+    ones it has not seen, as with the trials' ``after``; -1: all of them)."""
     owned(session, study_id, owner)
     return BatchList(batches=[BatchPublic.model_validate(b, from_attributes=True)
-                              for b in queries.batches(session, study_id)])
+                              for b in queries.batches(session, study_id, after=after)])
 
 
 @router.get("/best")

@@ -65,37 +65,54 @@ function setupKey(refresh) {
   });
 }
 
-// Runs refresh now and every POLL_MS; a new run never overlaps a running one.
-// A failure is shown until the next successful run (notFound: the text for a 404).
+// Runs refresh now and POLL_MS after each run; a new run never overlaps a running one (one
+// asked for meanwhile runs next). A failure is shown until the next successful run. Polling
+// stops at a 401 until a key is entered (the key form runs refresh), and for good at a 404
+// when notFound (called with the error) is given.
 function poll(refresh, notFound) {
   const status = document.getElementById("poll-status");
-  let running = false;
+  let running = false, again = false, timer = null;
   const tick = async () => {
-    if (running) return;
+    clearTimeout(timer);
+    if (running) { again = true; return; }
     running = true;
+    let next = POLL_MS;
     try {
       await refresh();
       status.textContent = "updated " + new Date().toLocaleTimeString();
       if (document.getElementById("message").classList.contains("error")) say("");
     } catch (error) {
-      if (error instanceof AuthNeeded) return;
-      say(error.status === 404 && notFound ? notFound : error.message, true);
+      if (error instanceof AuthNeeded) {
+        next = null;
+        status.textContent = "waiting for an API key";
+      } else if (error.status === 404 && notFound) {
+        next = null;
+        status.textContent = "stopped";
+        notFound(error);
+      } else {
+        say(error.message, true);
+      }
     } finally {
       running = false;
+      if (again) next = 0;
+      again = false;
+      if (next !== null) timer = setTimeout(tick, next);
     }
   };
   setupKey(tick);
   tick();
-  setInterval(tick, POLL_MS);
 }
 
 // ---------------------------------------------------------------- formatting
 
+// A value with 5 significant digits at every magnitude (1.2346e-7, 0.0012346, 1.2346e9).
 function fmt(v) {
   if (v === null || v === undefined || Number.isNaN(v)) return "";
   const a = Math.abs(v);
-  if (a !== 0 && (a >= 1e6 || a < 1e-3)) return v.toExponential(2);
-  return String(Number(v.toPrecision(5)));
+  if (a === 0 || (a >= 1e-4 && a < 1e6) || !Number.isFinite(a)) {
+    return String(Number(v.toPrecision(5)));
+  }
+  return v.toExponential(4).replace(/\.?0+e/, "e").replace("e+", "e");
 }
 
 function ago(iso) {
@@ -115,17 +132,27 @@ function cell(row, text, className) {
 
 // ---------------------------------------------------------------- SVG plots
 
+// About count ticks in [lo, hi] at multiples of a step of 1, 2 or 5 x 10^k (whole numbers
+// only when integer), each with its label.
 function niceTicks(lo, hi, count = 5, integer = false) {
   const span = hi - lo;
-  const raw = span / count;
-  const step10 = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step10 = Math.pow(10, Math.floor(Math.log10(span / count)));
   const nice = [1, 2, 5, 10].map((m) => m * step10).find((s) => span / s <= count) || 10 * step10;
-  const step = integer ? Math.max(1, nice) : nice;
-  const ticks = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
-    ticks.push(Math.abs(v) < step * 1e-9 ? 0 : v);
-  }
-  return ticks;
+  const step = integer ? Math.max(1, Math.round(nice)) : nice;
+  const first = Math.ceil(lo / step - 1e-9);
+  const n = Math.max(0, Math.floor(hi / step + 1e-9) - first + 1);
+  const ticks = Array.from({length: n}, (_, i) => (first + i) * step);
+  return {ticks, labels: tickLabels(ticks, step)};
+}
+
+// Labels with the decimals the step needs, so that distinct ticks read differently; a shared
+// power of ten (2.5e7, 2.50001e-6) where plain decimals would be long.
+function tickLabels(ticks, step) {
+  const k = Math.floor(Math.log10(step) + 1e-9);  // step = m x 10^k
+  const top = ticks.reduce((m, t) => Math.max(m, Math.abs(t)), 0);
+  const e = top ? Math.floor(Math.log10(top) + 1e-9) : 0;
+  if (e >= -4 && e < 6) return ticks.map((t) => t.toFixed(Math.max(0, -k)));
+  return ticks.map((t) => t === 0 ? "0" : (t / 10 ** e).toFixed(Math.max(0, e - k)) + "e" + e);
 }
 
 function svgEl(parent, tag, attributes, text) {
@@ -136,12 +163,14 @@ function svgEl(parent, tag, attributes, text) {
   return el;
 }
 
-function extent(values, padFraction) {
+// [lo, hi] of the values, padded by padFraction of the range; a flat range by 10% of the value
+// (at least 1 for whole numbers, 1 for zero).
+function extent(values, padFraction, integer = false) {
   let lo = Infinity;
   let hi = -Infinity;
   for (const v of values) { if (v < lo) lo = v; if (v > hi) hi = v; }
-  if (lo === hi) { const pad = Math.abs(lo) * 0.1 || 1; return [lo - pad, hi + pad]; }
-  const pad = (hi - lo) * padFraction;
+  const pad = lo === hi ? Math.max(Math.abs(lo) * 0.1, integer ? 1 : 0) || 1
+    : (hi - lo) * padFraction;
   return [lo - pad, hi + pad];
 }
 
@@ -149,58 +178,78 @@ const PALETTE = ["#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2
                  "#dc2626"];
 
 // One path per series: "line" (one vertex per point), "dots" (M x y h0 per point),
-// "bars" (M x y0 V y per point). Each path carries data-points = its number of points.
+// "bars" (M x y0 V y per point). Each path carries data-points = its number of points; a line
+// of at most MARKED points also gets a "marks" path with a dot per point (one point shows).
 // y: one series; or series: [{y, name}] sharing x (a legend names them, PALETTE colours them).
-// integerX: ticks on whole numbers only (evaluations, batches).
-function plot(svg, {x, y, series, kind, xLabel, yLabel, xFrom0 = false, integerX = true}) {
+// integerX / integerY: ticks on whole numbers only (evaluations, batches, counts); yMin: the
+// lowest value the y axis shows (0 for what cannot be negative). x is never negative.
+// empty: the text shown without data.
+const MARKED = 60;
+const CHAR = 6.5;  // the width of a tick label's character (11px), for the left margin
+
+function plot(svg, {x, y, series, kind, xLabel, yLabel, xFrom0 = false, integerX = true,
+                    integerY = false, yMin = -Infinity, empty = "no data yet"}) {
   svg.replaceChildren();
-  const W = 480, H = 240, L = 58, R = 14, T = 10, B = 40;
+  const W = 480, H = 240, R = 14, T = 10, B = 40;
   if (!x.length) {
-    svgEl(svg, "text", {x: W / 2, y: H / 2, "text-anchor": "middle", class: "empty"}, "no data yet");
+    svgEl(svg, "text", {x: W / 2, y: H / 2, "text-anchor": "middle", class: "empty"}, empty);
     return;
   }
   series = series || [{y, name: ""}];
-  let [x0, x1] = extent(x, kind === "bars" ? 0.04 : 0.02);
-  let [y0, y1] = extent(series.flatMap((s) => s.y), 0.06);
+  let [x0, x1] = extent(x, kind === "bars" ? 0.04 : 0.02, integerX);
+  let [y0, y1] = extent(series.flatMap((s) => s.y), 0.06, integerY);
   if (xFrom0) x0 = Math.min(x0, 0);
   if (kind === "bars") { y0 = Math.min(0, y0); y1 = Math.max(0, y1); }
+  y0 = Math.max(y0, yMin);
+  const yTicks = niceTicks(y0, y1, 5, integerY);
+  const L = Math.max(40, 26 + CHAR * Math.max(...yTicks.labels.map((l) => l.length)));
   const sx = (v) => L + (v - x0) / (x1 - x0) * (W - L - R);
   const sy = (v) => T + (y1 - v) / (y1 - y0) * (H - T - B);
-  for (const t of niceTicks(y0, y1)) {
+  yTicks.ticks.forEach((t, i) => {
     svgEl(svg, "line", {x1: L, x2: W - R, y1: sy(t), y2: sy(t), class: "grid"});
-    svgEl(svg, "text", {x: L - 6, y: sy(t) + 4, "text-anchor": "end"}, fmt(t));
-  }
-  for (const t of niceTicks(x0, x1, 6, integerX)) {
+    svgEl(svg, "text", {x: L - 6, y: sy(t) + 4, "text-anchor": "end"}, yTicks.labels[i]);
+  });
+  const xTicks = niceTicks(Math.max(0, x0), x1, 6, integerX);
+  xTicks.ticks.forEach((t, i) => {
     svgEl(svg, "line", {x1: sx(t), x2: sx(t), y1: H - B, y2: H - B + 4, class: "axis"});
-    svgEl(svg, "text", {x: sx(t), y: H - B + 16, "text-anchor": "middle"}, fmt(t));
-  }
+    svgEl(svg, "text", {x: sx(t), y: H - B + 16, "text-anchor": "middle"}, xTicks.labels[i]);
+  });
   svgEl(svg, "line", {x1: L, x2: L, y1: T, y2: H - B, class: "axis"});
   svgEl(svg, "line", {x1: L, x2: W - R, y1: H - B, y2: H - B, class: "axis"});
   svgEl(svg, "text", {x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", class: "label"}, xLabel);
   svgEl(svg, "text", {x: 12, y: (T + H - B) / 2, "text-anchor": "middle", class: "label",
                       transform: `rotate(-90 12 ${(T + H - B) / 2})`}, yLabel);
   const base = sy(Math.max(y0, Math.min(0, y1)));
+  const px = x.map((v) => sx(v).toFixed(1));
   series.forEach(({y: ys, name}, k) => {
-    const parts = new Array(x.length);
-    for (let i = 0; i < x.length; i++) {
-      const px = sx(x[i]).toFixed(1), py = sy(ys[i]).toFixed(1);
-      if (kind === "line") parts[i] = (i ? "L" : "M") + px + " " + py;
-      else if (kind === "dots") parts[i] = "M" + px + " " + py + "h0";
-      else parts[i] = "M" + px + " " + base.toFixed(1) + "V" + py;
-    }
+    const py = ys.map((v) => sy(v).toFixed(1));
+    const parts = px.map((p, i) => kind === "line" ? (i ? "L" : "M") + p + " " + py[i]
+      : kind === "dots" ? "M" + p + " " + py[i] + "h0"
+      : "M" + p + " " + base.toFixed(1) + "V" + py[i]);
     const path = svgEl(svg, "path", {d: parts.join(""), class: "series " + kind,
                                      "data-points": x.length, "data-name": name});
     if (kind === "bars") {  // as wide as 70% of the space between bars (a style beats the CSS)
       path.style.strokeWidth = Math.max(1, Math.min(24, 0.7 * (W - L - R) / (x1 - x0)));
     }
-    if (series.length > 1) {
-      const colour = PALETTE[k % PALETTE.length];
-      path.style.stroke = colour;
-      const ly = T + 12 + 14 * k;
-      svgEl(svg, "line", {x1: W - R - 90, x2: W - R - 76, y1: ly - 4, y2: ly - 4,
-                          stroke: colour, "stroke-width": 2});
-      svgEl(svg, "text", {x: W - R - 72, y: ly, class: "legend"}, name);
-    }
+    const marks = kind === "line" && x.length <= MARKED
+      ? svgEl(svg, "path", {d: px.map((p, i) => "M" + p + " " + py[i] + "h0").join(""),
+                            class: "marks"}) : null;
+    if (series.length > 1) path.style.stroke = PALETTE[k % PALETTE.length];
+    if (marks) marks.style.stroke = path.style.stroke;
+  });
+  if (series.length > 1) legend(svg, series, W - R - 4, T + 4);
+}
+
+// The series' names and colours in a box whose top right corner is (right, top).
+function legend(svg, series, right, top) {
+  const width = 30 + CHAR * Math.max(...series.map((s) => s.name.length));
+  const box = svgEl(svg, "g", {class: "legend"});
+  svgEl(box, "rect", {x: right - width, y: top, width, height: 14 * series.length + 6});
+  series.forEach(({name}, k) => {
+    const ly = top + 15 + 14 * k;
+    svgEl(box, "line", {x1: right - width + 6, x2: right - width + 20, y1: ly - 4, y2: ly - 4,
+                        stroke: PALETTE[k % PALETTE.length], "stroke-width": 2});
+    svgEl(box, "text", {x: right - width + 24, y: ly}, name);
   });
 }
 
@@ -231,9 +280,16 @@ function lengthscaleSeries(batches, names) {
   return [{y: ells.map(geometricMean), name: `geometric mean of ${q}`}];
 }
 
+// Strategies that use none of the engine's kernel: uniform random search has no model, GSSBO
+// and GO-UCB fit their own (engine/config.py LITERATURE_STRATEGIES); their batches still
+// record the engine's unused initial hyper-parameters, which the page does not show.
+const NO_KERNEL = ["uniform", "gssbo", "go-ucb"];
+const hasKernel = (study) => !NO_KERNEL.includes(study.strategy);
+
 // The current batch's hyper-parameters (GET /v1/studies/{id} .hyperparameters) as table rows;
 // numbers show 5 digits, their full value is in data-value and the tooltip.
 function showHyperparameters(study) {
+  document.getElementById("hyperparameters").closest(".config > div").hidden = !hasKernel(study);
   const hp = study.hyperparameters;
   const body = document.querySelector("#hyperparameters tbody");
   body.replaceChildren();
@@ -386,11 +442,17 @@ function studyPage(id) {
       n > trials.length ? `(${n}; the first ${trials.length} shown)` : `(${n})`;
   };
 
-  // Completed trials in completion order; only the rows not seen yet are fetched.
+  // Completed trials in completion order, and the batches in index order: only the rows not
+  // seen yet are fetched (and the batches from the first still open on, which may change).
   const history = {t: [], value: [], elapsed: [], noiseless: null, optimum: null};
+  let b = [];
   const refreshPlots = async () => {
+    const open = b.findIndex((r) => r.closed_at === null);
+    const keep = open < 0 ? b.length : open;
+    const after = keep ? b[keep - 1].index : -1;
     const [more, batches] = await Promise.all([
-      json(`${base}/history?offset=${history.t.length}`), json(base + "/batches")]);
+      json(`${base}/history?offset=${history.t.length}`), json(`${base}/batches?after=${after}`)]);
+    b = b.slice(0, keep).concat(batches.batches);
     if (more.offset === history.t.length) {
       for (const k of ["t", "value", "elapsed"]) history[k] = history[k].concat(more[k]);
       if (more.noiseless !== null) {
@@ -399,11 +461,13 @@ function studyPage(id) {
       history.optimum = more.optimum;
     }
     const n = history.value.length;
+    const failed = study.counts.failed + study.counts.abandoned;
+    const empty = failed ? `no completed trials (${failed} failed)` : "no data yet";
     const maximize = study.direction === "maximize";
     const evaluations = Array.from({length: n}, (_, i) => i + 1);
     plot(document.getElementById("plot-best"),
          {x: evaluations, y: runningBest(history.value, maximize), kind: "line",
-          xLabel: "evaluations", yLabel: "best value"});
+          xLabel: "evaluations", yLabel: "best value", empty});
     document.getElementById("figure-regret").hidden = history.optimum === null;
     if (history.optimum !== null) {
       const regret = runningBest(history.noiseless, maximize)
@@ -411,38 +475,39 @@ function studyPage(id) {
       document.getElementById("regret-caption").textContent =
         `simple regret vs evaluations (optimum ${fmt(history.optimum)})`;
       plot(document.getElementById("plot-regret"),
-           {x: evaluations, y: regret, kind: "line", xLabel: "evaluations", yLabel: "regret"});
+           {x: evaluations, y: regret, kind: "line", xLabel: "evaluations", yLabel: "regret",
+            yMin: 0, empty});
     }
     const longest = n ? history.elapsed[n - 1] : 0;
     const [unit, scale] = longest > 7200 ? ["h", 3600] : longest > 120 ? ["min", 60] : ["s", 1];
     plot(document.getElementById("plot-values"),
          {x: history.elapsed.map((s) => s / scale), y: history.value, kind: "dots",
           xLabel: `time since the study was created (${unit})`, yLabel: "value", xFrom0: true,
-          integerX: false});
-    const b = batches.batches;
+          integerX: false, empty});
     plot(document.getElementById("plot-batch-size"),
          {x: b.map((r) => r.index), y: b.map((r) => r.size), kind: "bars", xLabel: "batch",
-          yLabel: "trials"});
+          yLabel: "trials", integerY: true, yMin: 0});
     plot(document.getElementById("plot-dictionary"),
          {x: b.map((r) => r.index), y: b.map((r) => r.dictionary_size), kind: "line",
-          xLabel: "batch", yLabel: "dictionary points"});
+          xLabel: "batch", yLabel: "dictionary points", integerY: true, yMin: 0});
     for (const [id, key] of [["plot-resparsify", "resparsify_seconds"],
                              ["plot-open", "open_seconds"]]) {
       const timed = b.filter((r) => r[key] !== null);
       plot(document.getElementById(id),
            {x: timed.map((r) => r.index), y: timed.map((r) => 1000 * r[key]), kind: "bars",
-            xLabel: "batch", yLabel: "milliseconds"});
+            xLabel: "batch", yLabel: "milliseconds", yMin: 0,
+            empty: b.length ? "not measured" : "no data yet"});
     }
     const kernel = b.filter((r) => r.hyperparameters);
-    document.getElementById("figure-lengthscale").hidden =
-      !kernel.length && study.hyperparameters === null;
+    document.getElementById("figure-lengthscale").hidden = !hasKernel(study) ||
+      (!kernel.length && study.hyperparameters === null);
     const series = lengthscaleSeries(kernel, study.parameter_names);
     document.getElementById("lengthscale-caption").textContent = "kernel lengthscale per batch" +
       (series.length > 1 ? " (one line per dimension)"
         : series[0].name !== "lengthscale" ? ` (${series[0].name} dimensions)` : "");
     plot(document.getElementById("plot-lengthscale"),
          {x: kernel.map((r) => r.index), series, kind: "line", xLabel: "batch",
-          yLabel: "lengthscale"});
+          yLabel: "lengthscale", yMin: 0});
   };
 
   const showStudy = () => {
@@ -502,10 +567,19 @@ function studyPage(id) {
       if (!(error instanceof AuthNeeded)) say(error.message, true);
     }
   });
-  poll(refresh, `Study ${id} not found (or it belongs to another owner).`);
+  poll(refresh, () => {  // no study to show: no empty plots and tables either
+    say(`Study ${id} not found (or it belongs to another owner).`, true);
+    for (const section of document.querySelectorAll("main > section")) section.hidden = true;
+  });
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  for (const table of document.querySelectorAll("table.data")) {  // scrolls on narrow screens
+    const box = document.createElement("div");
+    box.className = "scroll";
+    table.before(box);
+    box.appendChild(table);
+  }
   const page = document.body.dataset.page;
   if (page === "studies") studiesPage();
   else if (page === "study") studyPage(Number(document.body.dataset.studyId));
