@@ -85,6 +85,21 @@ def _registered(redis_url: str, n: int) -> None:
         connection.close()
 
 
+def _evaluating(system: dict[str, Any], tmp_path: Path, workers: int,
+                delay: float) -> tuple[str, Path, int]:
+    """``workers`` worker processes, and a dispatch of one ``marked`` evaluation taking
+    ``delay`` s that has begun: (API url, marks directory, study id)."""
+    url, marks = system["server"].url, tmp_path / "marks"
+    marks.mkdir()
+    system["workers"] += runner.spawn(system["redis"].url, workers, env={
+        "BBKB_URL": url, "BBKB_TEST_MARKS": str(marks), "BBKB_TEST_DELAY": str(delay)})
+    _registered(system["redis"].url, workers)
+    sid = _study(url, "marked")
+    _start_dispatch(url, sid, 1)
+    _until(lambda: list(marks.iterdir()), 30, "the evaluation began")
+    return url, marks, sid
+
+
 # -- 1. a ValueError raised by the objective fails the trial for good -------------------------
 
 def test_an_objective_raising_valueerror_is_retried_like_any_other_exception(system):
@@ -113,14 +128,7 @@ def test_a_redis_restart_does_not_duplicate_an_evaluation_in_progress(system, tm
     evaluated twice, each twin beyond the study's parallelism."""
     from redis import Redis
 
-    url, marks = system["server"].url, tmp_path / "marks"
-    marks.mkdir()
-    system["workers"] += runner.spawn(system["redis"].url, 2, env={
-        "BBKB_URL": url, "BBKB_TEST_MARKS": str(marks), "BBKB_TEST_DELAY": "16"})
-    _registered(system["redis"].url, 2)
-    sid = _study(url, "marked")
-    _start_dispatch(url, sid, 1)
-    _until(lambda: list(marks.iterdir()), 30, "the evaluation began")
+    url, marks, sid = _evaluating(system, tmp_path, workers=2, delay=16)
     begun = time.monotonic()
     running = [t for t in _trials(url, sid) if t["status"] == "running"]
     assert len(running) == 1, running
@@ -155,14 +163,7 @@ def test_a_worker_rides_out_a_redis_outage_that_ends_a_job(system, tmp_path):
     worker process exited with code 1: with ``-n N`` the parent then stopped every worker, so a
     Redis restart of a few seconds took the whole pool down. Now a new worker starts in the
     same process once Redis answers, and takes the next dispatch's jobs."""
-    url, marks = system["server"].url, tmp_path / "marks"
-    marks.mkdir()
-    system["workers"] += runner.spawn(system["redis"].url, 1, env={
-        "BBKB_URL": url, "BBKB_TEST_MARKS": str(marks), "BBKB_TEST_DELAY": "3"})
-    _registered(system["redis"].url, 1)
-    sid = _study(url, "marked")
-    _start_dispatch(url, sid, 1)
-    _until(lambda: list(marks.iterdir()), 30, "the evaluation began")
+    url, marks, sid = _evaluating(system, tmp_path, workers=1, delay=3)
     port = system["redis"].port
     system["redis"].stop()  # down past the job's end
     _until(lambda: _done(url, sid), 30, "the result reached the API")
