@@ -84,15 +84,15 @@ def finished(session: Session, runtimes: Runtimes, study: Study) -> int:
 class Dispatcher:
     """Enqueues evaluation jobs for dispatching studies; one per server process."""
 
-    def __init__(self, runtimes: Runtimes, sessions: Any, redis_url: str,
-                 objective_modules: tuple[str, ...] = (), read_sessions: Any = None) -> None:
+    def __init__(self, runtimes: Runtimes, sessions: Any, read_sessions: Any, redis_url: str,
+                 objective_modules: tuple[str, ...] = ()) -> None:
         from redis import Redis
         from rq import Queue
 
         self.runtimes, self.sessions = runtimes, sessions
         # the passes' listings only read: on SQLite a write session would take the write lock
         # (BEGIN IMMEDIATE) at every pass, i.e. at every result, and make API writers wait
-        self.read_sessions = read_sessions or sessions
+        self.read_sessions = read_sessions
         self.objective_modules = objective_modules  # BBKB_OBJECTIVE_MODULES
         self.redis = Redis.from_url(redis_url)
         self.queue = Queue(QUEUE, connection=self.redis)

@@ -27,7 +27,7 @@ from typing import NamedTuple, NoReturn
 from urllib.parse import parse_qsl
 
 from .errors import Invalid
-from .problems import DATASETS, FUNCTIONS, load_dataset
+from .problems import DATASETS, FUNCTIONS, get_function, load_dataset
 
 #: Largest ``dim`` of a built-in test function (its box and candidates are dim-sized arrays).
 MAX_FUNCTION_DIM = 10_000
@@ -178,7 +178,7 @@ def check_fits(spec: str, n_candidates: int, dim: int) -> None:
             _refuse(f"objective {spec!r} evaluates {int(wanted)}-dimensional points; the "
                     f"study's candidates have {dim} columns")
         try:
-            FUNCTIONS[parsed.name.strip().lower().replace("-", "_")].make(dim)
+            get_function(parsed.name, dim)
         except ValueError as exc:
             _refuse(f"objective {spec!r}: {exc} (the study's candidates have {dim} columns)")
     elif parsed.kind == "dataset":

@@ -97,6 +97,8 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
                 break  # Redis gone while stopping: RQ could not deregister the worker (its
                 # entry expires). The results went to the API, so nothing is lost (bbkb demo
                 # stops Redis on Ctrl-C too)
+            if burst:
+                raise  # exit 1: not the empty queue's 0
         if burst or workers.job.stopping.is_set() or workers.job.fatal:
             break
         # RQ quit on an error it does not ride out, e.g. Redis lost while it recorded the end

@@ -104,8 +104,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.local_owner = None
     app.state.metrics = Metrics()
     app.state.dispatcher = (Dispatcher(app.state.runtimes, app.state.sessions,
-                                       settings.redis_url, settings.objective_modules,
-                                       read_sessions=app.state.read_sessions)
+                                       app.state.read_sessions, settings.redis_url,
+                                       settings.objective_modules)
                             if settings.redis_url else None)
     app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
     app.add_middleware(JsonSizeLimit, limit=settings.max_json_bytes)
