@@ -37,8 +37,8 @@ class StudyCreate(BaseModel):
     """A new study: a candidate matrix (inline, or uploaded afterwards as .npy) or a search space.
 
     ``engine`` holds the optimiser's configuration: the fields of ``service.engine.EngineConfig``
-    (strategy, kernel, lam, explore, mode, seed, hyperparameters, normalize, ...; an unknown key
-    is a 422 that lists them).
+    (strategy, kernel, lam, explore, mode, seed, hyperparameters, normalize, normalize_values,
+    ...; an unknown key is a 422 that lists them).
     """
 
     model_config = ConfigDict(extra="forbid")

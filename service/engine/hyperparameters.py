@@ -523,10 +523,11 @@ class KernelState:
     least :func:`neighbour_lengthscale`);
     ``lam``: the regulariser (auto: :func:`fitted_lam` of the last accepted fit, else the
     configured one, also on the neighbour floor); ``variance`` and ``noise``: the last accepted
-    fit's signal and noise variance in the units of the values (None before); ``fitted_at``:
-    observations at the last fit (0 before it; a fit that BIC does not prefer to white noise
-    keeps the values); ``source``: where the lengthscales come from (:data:`SOURCES`; None in
-    states stored before it was recorded).
+    fit's signal and noise variance in the units of the values as the model saw them
+    (``normalize_values`` "unit": a range wider than 1 observed at that batch's opening is
+    about 1; None before); ``fitted_at``: observations at the last fit (0 before it; a fit
+    that BIC does not prefer to white noise keeps the values); ``source``: where the
+    lengthscales come from (:data:`SOURCES`; None in states stored before it was recorded).
     """
 
     lengthscale: tuple[float, ...]

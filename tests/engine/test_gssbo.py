@@ -119,6 +119,8 @@ def test_time_rule_fixes_the_buffer_once_a_fit_is_slow():
     ({"hyperparameters": "fixed"}, "hyperparameters"),
     ({"normalize": "none"}, "normalize"),
     ({"ard": True}, "ard"),
+    ({"normalize_values": "none"}, "normalize_values"),  # GSSBO standardises its values
+    ({"normalize_values": "zscore"}, "normalize_values"),  # not a choice at all
 ])
 def test_bad_configurations_name_the_field(change, field):
     with pytest.raises(ConfigError) as err:

@@ -504,27 +504,78 @@ def test_on_sparse_candidates_the_kernel_starts_on_the_floor_which_the_exact_fit
     assert strategy.hyperparameters.lengthscale[0] == pytest.approx(floor)
 
 
-@pytest.mark.parametrize("overrides", [{}, {"kernel": {"name": "rbf", "lengthscale": 0.2}}],
-                         ids=["auto", "fixed"])
-def test_values_in_other_units_give_the_same_proposals_with_noise_and_bound_in_those_units(
-        overrides):
-    """The README's advice for values not of order 1: scale ``noise`` and ``rkhs_bound`` with
-    them. A power of two keeps every product exact, so the runs must agree arm for arm, refits
-    included; with the defaults left at 1 instead, the wider values change the proposals."""
+@pytest.mark.parametrize("overrides", [{}, {"kernel": {"name": "rbf", "lengthscale": 0.2}},
+                                       {"strategy": "gp-bucb"}, {"strategy": "thompson"}],
+                         ids=["auto", "fixed", "gp-bucb", "thompson"])
+def test_proposals_do_not_depend_on_the_offset_of_values_below_zero(overrides):
+    """normalize_values "unit" (the default) shifts values below 0 up (to -3 xi) and maps values
+    spanning more than 1 onto [0, 1], so shifting negative values changes no proposal. Values
+    on a grid of 2^-10, a factor 8 and whole shifts keep every operation exact, so the runs
+    agree arm for arm, refits included. Values already in [0, 1] are left alone (the run is
+    that of "none"), and under "none" the moved values change the proposals (noise,
+    rkhs_bound and the prior mean 0 are then in the values' units)."""
     X, f = smooth_problem(n=300, d=2, seed=2)
-    scale = 1024.0
+    f = np.round(f * 1024.0) / 1024.0
+    assert 0.0 <= f.min() and f.max() <= 1.0
     arms = {}
-    for label, factor, config in [
-            ("unit", 1.0, {}),
-            ("scaled", scale, {"noise": 0.01 * scale, "rkhs_bound": scale}),
-            ("defaults", scale, {})]:
+    for label, transform, config in [
+            ("unit", lambda v: v, {}),
+            ("unit as given", lambda v: v, {"normalize_values": "none"}),
+            ("moved", lambda v: 8.0 * v - 100.0, {}),
+            ("moved again", lambda v: 8.0 * v - 36.0, {}),
+            ("moved as given", lambda v: 8.0 * v - 100.0, {"normalize_values": "none"})]:
         strategy = Strategy(X, _auto_config(**overrides, **config))
-        arms[label] = run(strategy, factor * f, 150, np.random.default_rng(0),
-                          noise=0.01 * factor)
-        if label == "scaled" and not overrides:
+        arms[label] = run(strategy, transform(f), 150, np.random.default_rng(0), noise=0.0)
+        if label == "moved" and not overrides:
             assert strategy.hyperparameters.fitted_at > 0  # a fit was part of the run
-    np.testing.assert_array_equal(arms["scaled"], arms["unit"])
-    assert not np.array_equal(arms["defaults"], arms["unit"])
+    np.testing.assert_array_equal(arms["unit as given"], arms["unit"])
+    np.testing.assert_array_equal(arms["moved again"], arms["moved"])
+    assert not np.array_equal(arms["moved as given"], arms["moved"])
+
+
+def test_proposals_do_not_depend_on_the_units_of_values_spanning_more_than_one():
+    """Once the observed values span more than 1 (here from an imported start), they are
+    min-max rescaled: multiplying them by 8 or 32 and shifting them gives the same run."""
+    X, f = smooth_problem(n=300, d=2, seed=2)
+    f = np.round(f * 1024.0) / 1024.0
+    imported = np.random.default_rng(3).choice(len(X), size=30, replace=False)
+    arms = []
+    for transform in (lambda v: 8.0 * v - 100.0, lambda v: 32.0 * v + 7.0):
+        strategy = Strategy(X, _auto_config())
+        for arm in imported:
+            strategy.observe(int(arm), float(transform(f[arm])))
+        assert np.ptp(transform(f[imported])) > 1.0
+        arms.append(run(strategy, transform(f), 120, np.random.default_rng(0), noise=0.0))
+        assert strategy.hyperparameters.fitted_at > 0
+    np.testing.assert_array_equal(arms[0], arms[1])
+
+
+@pytest.mark.parametrize("low, high, offset, scale", [
+    (0.2, 0.7, 0.0, 1.0),              # in [0, 1]: left alone
+    (-0.02, 1.03, 0.0, 1.0),           # outside by up to 3 noise sd (0.03): still left alone
+    (-0.5, 0.2, -0.47, 1.0),           # below: shifted up until the lowest is at -0.03
+    (3.0, 3.4, 2.37, 1.0),             # above: shifted down until the highest is at 1.03
+    (-7.0, 43.0, -7.0 + 0.03 * 50.0 / 1.06, 50.0 / 1.06)])  # wider: onto [-0.03, 1.03]
+def test_the_model_sees_the_observed_values_in_zero_one_and_predicts_in_their_units(
+        low, high, offset, scale):
+    """The batch's (offset, scale) come from the values observed at its opening (all of
+    ``low``..``high`` here), and the mean :meth:`Strategy.predict` returns is in the values'
+    units again."""
+    X, f = smooth_problem(n=200, d=2, seed=3)
+    values = low + (high - low) * (f - f.min()) / np.ptp(f)
+    strategy = Strategy(X, strategy="bkb", kernel={"name": "rbf", "lengthscale": 0.3},
+                        lam=0.01, mode="sync", seed=1)
+    best, worst = int(np.argmax(values)), int(np.argmin(values))
+    strategy.observe(best, float(values[best]))
+    strategy.observe(worst, float(values[worst]))
+    run(strategy, values, 40, np.random.default_rng(0), noise=0.0)
+    strategy.ask(1)  # opens a batch on every value told so far
+    assert strategy._values == pytest.approx((offset, scale))
+    seen = np.unique(strategy.records["arm"][strategy.records["folded"] >= 0])
+    model_mean = strategy._posterior.mean[seen]
+    assert -0.1 <= model_mean.min() and model_mean.max() <= 1.1
+    mean, _ = strategy.predict()
+    np.testing.assert_allclose(mean[seen], values[seen], atol=0.05 * max(1.0, high - low))
 
 
 def test_failed_arms_do_not_count_towards_the_arms_a_fit_needs():

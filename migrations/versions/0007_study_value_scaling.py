@@ -1,0 +1,49 @@
+"""pin the value scaling of existing studies
+
+Revision ID: 0007
+Revises: 0006
+Create Date: 2026-11-24 06:00:00.000000
+
+The engine now maps the observed values into [0, 1] before its model sees them
+(``EngineConfig.normalize_values``, default "unit"). Studies created before ran on the values as
+given: their engine configs get ``"normalize_values": "none"``, so that they go on as they
+started and a restart rebuilds exactly what they proposed. The downgrade removes the key, which
+older code refuses as unknown.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = '0007'
+down_revision = '0006'
+branch_labels = None
+depends_on = None
+
+_studies = sa.table("studies", sa.column("id", sa.Integer), sa.column("spec", sa.JSON))
+
+
+def _set_engine_key(value: str | None) -> None:
+    """Each study's engine config with ``normalize_values`` set to ``value`` where it has none
+    (None: removed)."""
+    bind = op.get_bind()
+    for study_id, spec in bind.execute(sa.select(_studies.c.id, _studies.c.spec)).all():
+        engine = dict(spec.get("engine") or {})
+        if value is None:
+            if engine.pop("normalize_values", None) is None:
+                continue
+        elif "normalize_values" in engine:
+            continue
+        else:
+            engine["normalize_values"] = value
+        bind.execute(_studies.update().where(_studies.c.id == study_id)
+                     .values(spec={**spec, "engine": engine}))
+
+
+def upgrade() -> None:
+    _set_engine_key("none")
+
+
+def downgrade() -> None:
+    _set_engine_key(None)
