@@ -85,9 +85,11 @@ OwnerDep = Annotated[int, Depends(get_owner)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 
 #: Path identifiers, bounded so that no database integer type can overflow.
-StudyId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+#: Study ids are 32-bit integers (the column's type on PostgreSQL).
+MAX_STUDY_ID = 2**31 - 1
+StudyId = Annotated[int, Path(ge=1, le=MAX_STUDY_ID)]
 TrialId = Annotated[int, Path(ge=1, le=2**62)]
 #: Keyset pagination of study lists: the last id of the previous page, and the page size
 #: asked for (a list answers at most ``BBKB_PAGE_LIMIT``, as the trials' list does).
-AfterId = Annotated[int, Query(ge=0, le=2**31 - 1)]
+AfterId = Annotated[int, Query(ge=0, le=MAX_STUDY_ID)]
 PageSize = Annotated[int, Query(ge=1, le=10_000)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import warnings
 from collections.abc import Iterator
 from datetime import datetime
@@ -140,6 +141,29 @@ def test_batches_time_the_resparsification_apart_from_opening(database_url, tmp_
                                for b in batches)
 
 
+def test_the_batch_list_does_not_read_the_dictionaries(database_url, tmp_path):
+    """The list shows dictionary sizes; the dictionaries themselves (8 bytes per atom, every
+    batch) stay in the database."""
+    from sqlalchemy import Engine, event
+
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, *args):  # noqa: ANN001, ANN202
+        statements.append(statement)
+
+    with app_client(database_url, tmp_path) as http:
+        sid = create_study(http, name="bbkb")["id"]
+        run_trials(http, sid, 12)
+        event.listen(Engine, "before_cursor_execute", record)  # every engine of the app
+        try:
+            batches = http.get(f"/v1/studies/{sid}/batches").json()["batches"]
+        finally:
+            event.remove(Engine, "before_cursor_execute", record)
+    assert len(batches) > 1 and all(b["dictionary_size"] > 0 for b in batches[1:])
+    selects = [s for s in statements if "FROM batches" in s]
+    assert selects and not any(re.search(r"batches\.dictionary\b(?!_)", s) for s in selects)
+
+
 def test_batches_after_lists_only_the_later_ones(database_url, tmp_path):
     """A poller asks for the batches after the last it has (as with the trials' ``after``)."""
     with app_client(database_url, tmp_path) as http:
@@ -157,3 +181,16 @@ def test_batches_after_lists_only_the_later_ones(database_url, tmp_path):
             response = http.get(url, params={"after": bad})
             assert response.status_code == 422 and response.json()["field"] == "after", bad
         assert http.get(f"/v1/studies/{sid + 1}/batches?after=0").status_code == 404
+
+
+@pytest.mark.parametrize("path", ["abc", "0", "2147483648", "<script>x", "1.5"])
+def test_a_study_page_path_that_is_no_study_id_answers_a_page_saying_so(path, tmp_path):
+    """A person typed or pasted the address: a 404 page that says so and links to the list,
+    not the API's 422 JSON; the path is shown escaped."""
+    with app_client(f"sqlite:///{tmp_path / 'bbkb.db'}", tmp_path) as http:
+        page = http.get(f"/ui/studies/{path}")
+        assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+        assert "No study" in page.text and 'href="/ui/"' in page.text
+        assert "<script>x" not in page.text
+        good = http.get("/ui/studies/7")
+        assert good.status_code == 200 and 'data-study-id="7"' in good.text

@@ -13,7 +13,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
 from ...errors import NotFound
 from ...ui import STATIC_DIR
-from ..deps import StudyId
+from ..deps import MAX_STUDY_ID
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -126,10 +126,10 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
 """
 
 
-def _page(title: str, page: str, body: str, **data: str) -> HTMLResponse:
+def _page(title: str, page: str, body: str, status_code: int = 200, **data: str) -> HTMLResponse:
     attributes = "".join(f' data-{k.replace("_", "-")}="{escape(v)}"' for k, v in data.items())
     return HTMLResponse(LAYOUT.format(title=escape(title), page=page, attributes=attributes,
-                                      body=body))
+                                      body=body), status_code=status_code)
 
 
 @router.get("")
@@ -143,9 +143,15 @@ def studies_page() -> HTMLResponse:
 
 
 @router.get("/studies/{study_id}")
-def study_page(study_id: StudyId) -> HTMLResponse:
-    return _page(f"Study {study_id}", "study", STUDY_BODY.format(study_id=study_id),
-                 study_id=str(study_id))
+def study_page(study_id: str) -> HTMLResponse:
+    """A study's page; a path that is no study id answers a page saying so (a person typed or
+    pasted it: the API's 422 JSON would be no help), 404."""
+    if not (study_id.isascii() and study_id.isdigit() and 1 <= int(study_id) <= MAX_STUDY_ID):
+        body = (f'<section><h1>No study {escape(study_id)!s}</h1><p>Study ids are whole '
+                f'numbers from 1. <a href="/ui/">All studies</a></p></section>')
+        return _page("No such study", "missing", body, status_code=404)
+    return _page(f"Study {int(study_id)}", "study", STUDY_BODY.format(study_id=int(study_id)),
+                 study_id=str(int(study_id)))
 
 
 @router.get("/static/{name}")
