@@ -7,8 +7,9 @@ Create Date: 2026-11-24 06:00:00.000000
 The engine now maps the observed values into [0, 1] before its model sees them
 (``EngineConfig.normalize_values``, default "unit"). Studies created before ran on the values as
 given: their engine configs get ``"normalize_values": "none"``, so that they go on as they
-started and a restart rebuilds exactly what they proposed. The downgrade removes the key, which
-older code refuses as unknown.
+started and a restart rebuilds exactly what they proposed. GSSBO and GO-UCB studies get the
+default instead (they standardise their values themselves, and refuse any other setting). The
+downgrade removes the key, which older code refuses as unknown.
 """
 
 from __future__ import annotations
@@ -22,28 +23,32 @@ branch_labels = None
 depends_on = None
 
 _studies = sa.table("studies", sa.column("id", sa.Integer), sa.column("spec", sa.JSON))
+#: Strategies with models of their own (service.engine.config.LITERATURE_STRATEGIES, copied:
+#: a migration does not follow later changes of the code).
+_OWN_MODELS = ("gssbo", "go-ucb")
 
 
-def _set_engine_key(value: str | None) -> None:
-    """Each study's engine config with ``normalize_values`` set to ``value`` where it has none
-    (None: removed)."""
+def _set_engine_key(add: bool) -> None:
+    """Each study's engine config with ``normalize_values`` set where it has none (``add``), or
+    without it (downgrade)."""
     bind = op.get_bind()
     for study_id, spec in bind.execute(sa.select(_studies.c.id, _studies.c.spec)).all():
-        engine = dict(spec.get("engine") or {})
-        if value is None:
+        engine = dict((spec or {}).get("engine") or {})
+        if not add:
             if engine.pop("normalize_values", None) is None:
                 continue
-        elif "normalize_values" in engine:
+        elif "normalize_values" in engine or not spec:
             continue
         else:
-            engine["normalize_values"] = value
+            engine["normalize_values"] = ("unit" if engine.get("strategy") in _OWN_MODELS
+                                          else "none")
         bind.execute(_studies.update().where(_studies.c.id == study_id)
                      .values(spec={**spec, "engine": engine}))
 
 
 def upgrade() -> None:
-    _set_engine_key("none")
+    _set_engine_key(add=True)
 
 
 def downgrade() -> None:
-    _set_engine_key(None)
+    _set_engine_key(add=False)
