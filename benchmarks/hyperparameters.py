@@ -395,10 +395,10 @@ def configurations(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     for ls in args.lengthscales:
         configs[f"ls={ls:g}"] = {"kernel": {"name": "rbf", "lengthscale": ls},
                                  "normalize": "zscore"}
-    configs["auto-as-given"] = {"normalize_values": "none"}  # on request (--only)
     if args.only:
-        return {k: v for k, v in configs.items() if k in args.only}
-    return {k: v for k, v in configs.items() if k != "auto-as-given"}
+        configs["auto-as-given"] = {"normalize_values": "none"}  # on request only
+        configs = {k: v for k, v in configs.items() if k in args.only}
+    return configs
 
 
 class FitClock:

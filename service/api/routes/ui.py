@@ -150,8 +150,9 @@ def study_page(study_id: str) -> HTMLResponse:
         body = (f'<section><h1>No study {escape(study_id)!s}</h1><p>Study ids are whole '
                 f'numbers from 1. <a href="/ui/">All studies</a></p></section>')
         return _page("No such study", "missing", body, status_code=404)
-    return _page(f"Study {int(study_id)}", "study", STUDY_BODY.format(study_id=int(study_id)),
-                 study_id=str(int(study_id)))
+    number = int(study_id)
+    return _page(f"Study {number}", "study", STUDY_BODY.format(study_id=number),
+                 study_id=str(number))
 
 
 @router.get("/static/{name}")
