@@ -523,9 +523,10 @@ class KernelState:
     least :func:`neighbour_lengthscale`);
     ``lam``: the regulariser (auto: :func:`fitted_lam` of the last accepted fit, else the
     configured one, also on the neighbour floor); ``variance`` and ``noise``: the last accepted
-    fit's signal and noise variance in the units of the values as the model saw them
-    (``normalize_values`` "unit": a range wider than 1 observed at that batch's opening is
-    about 1; None before); ``fitted_at``: observations at the last fit (0 before it; a fit
+    fit's signal and noise variance in the values' own units (the fit runs on the values as
+    the model sees them, ``normalize_values``, and its variances are multiplied back by the
+    scale squared; a later fit on another scale starts from them divided by its own; None
+    before a fit); ``fitted_at``: observations at the last fit (0 before it; a fit
     that BIC does not prefer to white noise keeps the values); ``source``: where the
     lengthscales come from (:data:`SOURCES`; None in states stored before it was recorded).
     """

@@ -642,10 +642,10 @@ class Strategy:
         values = (sums / counts - offset) / scale
         exact = (cfg.strategy in _EXACT or len(dictionary) == 0
                  or (current.variance is None and len(arms) <= EXACT_FIT_ARMS))
-        last = None  # the last kept fit, the start of this one
+        last = None  # the last kept fit, the start of this one, in this batch's model units
         if current.variance is not None and current.noise is not None:
             last = Hyperparameters(tuple(v / SMOOTHING for v in current.lengthscale),
-                                   current.variance, current.noise)
+                                   current.variance / scale**2, current.noise / scale**2)
         rng = self._rng(STREAM_HYPER, b + 1)
         inducing = None
         if not exact:  # at most FIT_INDUCING atoms, a seeded subset: the bound costs O(n m^2)
@@ -657,6 +657,7 @@ class Strategy:
                      trust=None if last is None else REFIT_TRUST,
                      restarts=2 if last is None else 0, max_points=500 if exact else 2000)
         fitted = result.hyperparameters
+        variance, noise = fitted.variance * scale**2, fitted.noise * scale**2  # values' units
         lengthscale = tuple(SMOOTHING * v for v in fitted.lengthscale)
         floor = self._neighbour_lengthscale() if len(lengthscale) == 1 else 0.0
         below_floor = lengthscale[0] < floor  # isotropic only (ARD: floor 0)
@@ -669,9 +670,8 @@ class Strategy:
         if below_floor:
             # on the floor, the fit's noise is that of a kernel shorter than the spacing, which
             # interpolates any values: keep the configured lam (NEIGHBOUR_CORRELATION)
-            return KernelState((floor,), cfg.lam, fitted.variance, fitted.noise, n, "floor")
-        return KernelState(lengthscale, fitted_lam(fitted, cfg.lam), fitted.variance,
-                           fitted.noise, n, "fit")
+            return KernelState((floor,), cfg.lam, variance, noise, n, "floor")
+        return KernelState(lengthscale, fitted_lam(fitted, cfg.lam), variance, noise, n, "fit")
 
     def _neighbour_lengthscale(self) -> float:
         """The floor of an isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed

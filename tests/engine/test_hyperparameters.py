@@ -552,6 +552,45 @@ def test_proposals_do_not_depend_on_the_units_of_values_spanning_more_than_one(s
     np.testing.assert_array_equal(arms[0], arms[1])
 
 
+def test_a_refit_starts_from_the_last_kept_fit_in_its_own_value_units(monkeypatch):
+    """The stored variance and noise are in the values' units (the fit's, times its scale
+    squared), and the next fit, on the scale of its own opening, starts from them divided by
+    that scale squared: the last kept fit's model, whatever the values' range did since."""
+    import service.engine.strategy as strategy_module
+
+    scalings: list[tuple[float, float]] = []
+    calls: list[tuple[float, object, object]] = []
+    value_scaling = Strategy._value_scaling
+
+    def recording_scaling(self, observed):
+        scalings.append(value_scaling(self, observed))
+        return scalings[-1]
+
+    def recording_fit(*args, **kwargs):  # _refit takes its scale just before it fits
+        result = fit(*args, **kwargs)
+        calls.append((scalings[-1][1], kwargs["start"], result))
+        return result
+
+    monkeypatch.setattr(Strategy, "_value_scaling", recording_scaling)
+    monkeypatch.setattr(strategy_module, "fit", recording_fit)
+    X, f = smooth_problem(n=300, d=2, seed=4)
+    strategy = Strategy(X, _auto_config())
+    run(strategy, 40.0 * f - 15.0, 250, np.random.default_rng(0))
+    kept, rescaled = None, 0
+    for scale, start, result in calls:
+        if kept is not None:
+            kept_scale, kept_fit = kept
+            rescaled += scale != kept_scale
+            assert start.variance == pytest.approx(kept_fit.variance * (kept_scale / scale) ** 2)
+            assert start.noise == pytest.approx(kept_fit.noise * (kept_scale / scale) ** 2)
+        if result.significant:
+            kept = scale, result.hyperparameters
+    assert kept is not None and rescaled >= 1  # the range grew between two fits
+    state = strategy.hyperparameters
+    assert state.variance == pytest.approx(kept[1].variance * kept[0] ** 2)
+    assert state.noise == pytest.approx(kept[1].noise * kept[0] ** 2)
+
+
 @pytest.mark.parametrize("low, high, offset, scale", [
     (0.2, 0.7, 0.0, 1.0),              # in [0, 1]: left alone
     (-0.02, 1.03, 0.0, 1.0),           # outside by up to 3 noise sd (0.03): still left alone
