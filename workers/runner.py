@@ -18,12 +18,14 @@ way. A worker needs only ``BBKB_REDIS_URL`` (or ``--redis-url``) and
 one authenticated request to the API, and exits with code 1 and a one-line message if either
 fails (a wrong key, an API still down after the retry budget). With ``-n N`` the parent exits
 with code 1, naming the process, as soon as one of its worker processes exits abnormally (the
-others are stopped warm).
+others are stopped warm). A worker rides out a Redis outage; a ``--burst`` worker (exit 0 once
+the queue is empty) that loses Redis exits 1 with one line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -44,7 +46,7 @@ HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 class StartupError(Exception):
     """The worker cannot start (Redis or the API unreachable, a bad URL or a refused API key)
-    or go on (the API refused its key mid-run)."""
+    or go on (the API refused its key mid-run; a burst worker lost Redis)."""
 
 
 def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None:
@@ -85,6 +87,7 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
 
     if parent is not None:
         _watch_parent(parent)
+    logging.getLogger("rq.worker").addFilter(_one_line_redis_errors)
     _check_modules()
     connection = _redis(redis_url)
     _check_api()
@@ -92,13 +95,14 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
         worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
         try:
             worker.work(burst=burst, logging_level="WARNING")  # (idle, RQ rides out outages)
-        except RedisError:
+        except RedisError as exc:
             if workers.job.stopping.is_set():
                 break  # Redis gone while stopping: RQ could not deregister the worker (its
                 # entry expires). The results went to the API, so nothing is lost (bbkb demo
                 # stops Redis on Ctrl-C too)
-            if burst:
-                raise  # exit 1: not the empty queue's 0
+            if burst:  # exit 1: not the empty queue's 0
+                raise StartupError(f"lost Redis before the queue was drained ({exc}); "
+                                   "jobs may be left in it") from exc
         if burst or workers.job.stopping.is_set() or workers.job.fatal:
             break
         # RQ quit on an error it does not ride out, e.g. Redis lost while it recorded the end
@@ -110,6 +114,18 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
             break
     if workers.job.fatal:  # a job stopped the worker: the API refused its key mid-run
         raise StartupError(workers.job.fatal[0])
+
+
+def _one_line_redis_errors(record: logging.LogRecord) -> bool:
+    """RQ logs a lost Redis ("found an unhandled exception, quitting") with its traceback; the
+    worker rides it out or exits with one line, so the log says the error in one line too."""
+    from redis.exceptions import RedisError
+
+    error = record.exc_info[1] if record.exc_info else None
+    if isinstance(error, RedisError):
+        said = f"{type(error).__name__}: {error}".replace("%", "%%")  # msg is %-formatted
+        record.msg, record.exc_info, record.exc_text = f"{record.msg} ({said})", None, None
+    return True
 
 
 def _discard(worker: Any) -> None:

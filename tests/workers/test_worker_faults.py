@@ -85,6 +85,17 @@ def _registered(redis_url: str, n: int) -> None:
         connection.close()
 
 
+def _queued(redis_url: str) -> None:
+    from redis import Redis
+    from rq import Queue
+
+    connection = Redis.from_url(redis_url)
+    try:
+        _until(lambda: Queue(runner.QUEUE, connection=connection).count, 30, "a job queued")
+    finally:
+        connection.close()
+
+
 def _evaluating(system: dict[str, Any], tmp_path: Path, workers: int,
                 delay: float) -> tuple[str, Path, int]:
     """``workers`` worker processes, and a dispatch of one ``marked`` evaluation taking
@@ -357,3 +368,30 @@ def test_a_job_waiting_in_the_queue_longer_than_the_lease_loses_nothing(system, 
     outcomes = [(t["kind"], t["status"], t["attempt"]) for t in _trials(url, sid)]
     begun = len(list(marks.iterdir()))
     assert (outcomes, begun) == ([("suggested", "completed", 1)] * 2, 2), (outcomes, begun)
+
+
+def test_a_burst_worker_that_loses_redis_exits_1_with_one_line(system, tmp_path):
+    """A burst worker (``--burst``: drain the queue, then exit 0) whose Redis goes down while
+    a job evaluates cannot tell an empty queue from a lost one: it exits 1, with one line
+    naming the cause (not RQ's traceback), after the job's result reached the API."""
+    url, marks = system["server"].url, tmp_path / "marks"
+    marks.mkdir()
+    sid = _study(url, "marked")
+    _start_dispatch(url, sid, 1)
+    _queued(system["redis"].url)  # before the worker starts: it would exit at once
+    worker = _worker(system["redis"].url, "--burst", BBKB_URL=url, BBKB_TEST_MARKS=str(marks),
+                     BBKB_TEST_DELAY="3")
+    try:
+        _until(lambda: list(marks.iterdir()), 30, "the evaluation began")
+        system["redis"].stop()  # down past the job's end, for good
+        code, output = _exit(worker, timeout=60)
+        assert _done(url, sid)  # the result went to the API
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    lines = output.strip().splitlines()
+    assert code == 1, output
+    assert "Traceback" not in output, output
+    assert lines[-1].startswith("bbkb worker: lost Redis before the queue was drained ("), output
+    assert any("found an unhandled exception, quitting... (ConnectionError: " in line
+               for line in lines), output  # RQ's own log line, without its traceback
