@@ -155,6 +155,8 @@ class Dispatcher:
 
     def _ask(self, session, runtime, study) -> list[tuple[dict, int]]:  # type: ignore[no-untyped-def]
         plan = study.dispatch or {}
+        if plan.get("status") != "running":  # paused or stopped since _due read it unlocked
+            return []
         in_flight, done = _in_flight(session, study.id), runtime.strategy.resolved()
         budget = remaining(plan, done, in_flight)
         if budget <= 0 and in_flight == 0:

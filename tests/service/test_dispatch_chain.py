@@ -124,6 +124,26 @@ def test_no_next_trial_when_paused_asked_not_to_or_in_sync_mode(tmp_path, system
     assert _complete(client, sid, job, 1.0).json()["next"] is None  # sync: whole batches
 
 
+def test_a_pause_between_the_unlocked_check_and_the_top_up_enqueues_nothing(tmp_path, system,
+                                                                           monkeypatch):
+    """``_due`` reads the dispatch without the study's lock; a pause that lands after it must
+    still stop the top-up, which runs under the lock (it enqueued a paused study's trials)."""
+    app, client, sid = system(tmp_path, n=50)
+    dispatcher = app.state.dispatcher
+    due = dispatcher._due
+
+    def due_then_paused(study_id: int) -> bool:
+        answer = due(study_id)
+        assert client.post(f"/v1/studies/{study_id}/dispatch/pause").status_code == 200
+        return answer
+
+    monkeypatch.setattr(dispatcher, "_due", due_then_paused)
+    assert dispatcher.top_up(sid) == 0
+    assert dispatcher.queue.count == 0
+    status = client.get(f"/v1/studies/{sid}/dispatch").json()
+    assert (status["status"], status["in_flight"]) == ("paused", 0)
+
+
 def test_pause_for_an_objective_leaves_a_dispatch_of_another_running(tmp_path, system):
     """``?objective=`` pauses only a dispatch of that objective, in one step: a worker that
     cannot run an old dispatch's objective never pauses the newer dispatch of another."""
