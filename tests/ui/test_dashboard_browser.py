@@ -19,8 +19,9 @@ from .ui_helpers import candidates, create_study, run_trials
 
 ASYNC_BBKB = {"strategy": "bbkb", "mode": "async", "seed": 3, "lam": 0.5,
               "kernel": {"name": "rbf", "lengthscale": 0.2}}
-#: Counts the points of a plot's series path: one M (dots, bars) or M/L (line) per point.
-POINTS = "p => (p.getAttribute('d').match(/[ML]/g) || []).length"
+#: Counts the points of a plot's series path: one M (dots, bars), M/L (line) or M/H (steps) per
+#: point.
+POINTS = "p => (p.getAttribute('d').match(/[MLH]/g) || []).length"
 
 
 def _server(server_factory, tmp_path: Path, auth: str):  # type: ignore[no-untyped-def]
@@ -99,9 +100,11 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
     _wait_rows(page, "failed", [t["t"] for t in failed])
     assert _column(page, "failed", 4) == [f"simulator crashed at t={t['t']}" for t in failed]
 
-    # the trials table pages (keyset) and filters by status
-    every = sorted(t["t"] for t in done + running)
+    # the trials table: newest first (the latest results on the first page), keyset pages,
+    # a status filter, and oldest first on demand
+    every = sorted((t["t"] for t in done + running), reverse=True)
     _wait_rows(page, "trials", every[:10])
+    assert "trials 1-10 of 32, newest first" in page.text_content("#page-info")
     page.click("#page-next")
     _wait_rows(page, "trials", every[10:20])
     page.click("#page-next")
@@ -112,11 +115,21 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
     page.click("#page-prev")
     _wait_rows(page, "trials", every[20:30])
     page.select_option("#status-filter", "running")
-    _wait_rows(page, "trials", [t["t"] for t in running])
+    _wait_rows(page, "trials", sorted((t["t"] for t in running), reverse=True))
     page.select_option("#status-filter", "failed")
-    _wait_rows(page, "trials", [t["t"] for t in failed])
-    assert _column(page, "trials", 8) == [f"simulator crashed at t={t['t']}" for t in failed]
+    newest_failed = sorted(failed, key=lambda t: -t["t"])
+    _wait_rows(page, "trials", [t["t"] for t in newest_failed])
+    assert _column(page, "trials", 8) == [
+        f"simulator crashed at t={t['t']}" for t in newest_failed]
     page.select_option("#status-filter", "")
+    _wait_rows(page, "trials", every[:10])
+    page.select_option("#trials-order", "oldest")
+    oldest = every[::-1]
+    _wait_rows(page, "trials", oldest[:10])
+    page.click("#page-next")
+    _wait_rows(page, "trials", oldest[10:20])
+    assert "trials 11-20 of 32, oldest first" in page.text_content("#page-info")
+    page.select_option("#trials-order", "newest")
     _wait_rows(page, "trials", every[:10])
 
     # the CSV download link gives every trial
@@ -124,7 +137,7 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
         page.click("#csv")
     with open(download.value.path(), encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert sorted(int(r["t"]) for r in rows) == every
+    assert sorted(int(r["t"]) for r in rows) == oldest
 
     # a result posted through the API appears without a reload
     page.evaluate("window.stillTheSamePage = true")
@@ -133,8 +146,8 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
     assert answer.status_code == 200
     _wait_points(page, "plot-best", len(completed) + 1)
     assert _points(page, "plot-values") == len(completed) + 1
-    page.wait_for_function("() => document.querySelector('#study-facts')"
-                           ".textContent.includes('best 7.5')")
+    page.wait_for_function("() => document.querySelector('#best-value')?.textContent === '7.5'")
+    assert page.text_content("#study-best").startswith("Best observed so far (the highest")
     assert page.evaluate("window.stillTheSamePage") is True
 
     shot = artifacts / "study-page.png"

@@ -49,41 +49,57 @@ LAYOUT = """<!doctype html>
 """
 
 STUDIES_BODY = """<h1>Studies</h1>
+<div class="toolbar">
+  <label for="studies-filter">find</label>
+  <input id="studies-filter" type="search" placeholder="name, strategy or status"
+    autocomplete="off">
+  <span id="studies-shown" class="muted"></span>
+</div>
 <table id="studies" class="data">
 <thead><tr>
   <th data-sort="name">name</th><th data-sort="strategy">strategy</th>
   <th data-sort="status">status</th><th data-sort="completed" class="num">evaluations</th>
   <th data-sort="failed" class="num">failed</th>
-  <th data-sort="best_value" class="num">best value</th>
+  <th data-sort="best_value" class="num"
+    title="the best value observed so far (a measured value, not a model estimate)">best so far
+  </th>
   <th data-sort="last_activity">last activity</th>
 </tr></thead>
 <tbody></tbody>
 </table>
 <p id="studies-empty" class="muted" hidden>No studies yet.</p>
+<p id="studies-none-match" class="muted" hidden>No study matches.</p>
 """
 
 STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
   <span id="study-status" class="badge"></span></h1>
 <p id="study-facts" class="muted"></p>
+<p id="study-best" class="best"></p>
+<p id="dispatch" class="dispatch" hidden><span id="dispatch-text"></span>
+  <progress id="dispatch-progress" max="1" value="0"></progress></p>
 <section class="plots">
-  <figure><figcaption>best value so far vs evaluations</figcaption>
+  <figure><figcaption><span>best value observed so far vs evaluations</span>{log_best}
+    </figcaption>
     <svg id="plot-best" viewBox="0 0 480 240"></svg></figure>
   <figure id="figure-regret" hidden>
-    <figcaption id="regret-caption">simple regret vs evaluations</figcaption>
+    <figcaption><span id="regret-caption">simple regret vs evaluations</span>{log_regret}
+    </figcaption>
     <svg id="plot-regret" viewBox="0 0 480 240"></svg></figure>
-  <figure><figcaption>every observed value over time</figcaption>
+  <figure><figcaption><span>every observed value over time</span>{log_values}</figcaption>
     <svg id="plot-values" viewBox="0 0 480 240"></svg></figure>
   <figure><figcaption>batch size per batch</figcaption>
     <svg id="plot-batch-size" viewBox="0 0 480 240"></svg></figure>
   <figure><figcaption>dictionary size per batch</figcaption>
     <svg id="plot-dictionary" viewBox="0 0 480 240"></svg></figure>
-  <figure><figcaption>time per resparsification: dictionary resampling (ms)</figcaption>
+  <figure><figcaption><span>time per resparsification: dictionary resampling (ms)</span>
+    {log_resparsify}</figcaption>
     <svg id="plot-resparsify" viewBox="0 0 480 240"></svg></figure>
-  <figure><figcaption>time to open a batch: resampling + kernel refit + posterior (ms)
-    </figcaption>
+  <figure><figcaption><span>time to open a batch: resampling + kernel refit + posterior (ms)
+    </span>{log_open}</figcaption>
     <svg id="plot-open" viewBox="0 0 480 240"></svg></figure>
   <figure id="figure-lengthscale" hidden>
-    <figcaption id="lengthscale-caption">kernel lengthscale per batch</figcaption>
+    <figcaption><span id="lengthscale-caption">kernel lengthscale per batch</span>
+    {log_lengthscale}</figcaption>
     <svg id="plot-lengthscale" viewBox="0 0 480 240"></svg></figure>
 </section>
 <section>
@@ -101,6 +117,10 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
     <select id="status-filter">
       <option value="">all</option><option>pending</option><option>running</option>
       <option>completed</option><option>failed</option><option>abandoned</option>
+    </select>
+    <label for="trials-order">order</label>
+    <select id="trials-order">
+      <option value="newest">newest first</option><option value="oldest">oldest first</option>
     </select>
     <button id="page-prev" type="button">&larr; previous</button>
     <button id="page-next" type="button">next &rarr;</button>
@@ -124,6 +144,15 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
   </div>
 </section>
 """
+
+
+#: The plots with a log-scale switch (values that may span orders of magnitude).
+LOG_PLOTS = ("best", "regret", "values", "resparsify", "open", "lengthscale")
+
+
+def _log_switch(plot: str) -> str:
+    return (f'<label class="log" title="logarithmic y axis"><input type="checkbox" '
+            f'data-log="plot-{plot}"> log</label>')
 
 
 def _page(title: str, page: str, body: str, status_code: int = 200, **data: str) -> HTMLResponse:
@@ -151,7 +180,8 @@ def study_page(study_id: str) -> HTMLResponse:
                 f'numbers from 1. <a href="/ui/">All studies</a></p></section>')
         return _page("No such study", "missing", body, status_code=404)
     number = int(study_id)
-    return _page(f"Study {number}", "study", STUDY_BODY.format(study_id=number),
+    switches = {f"log_{plot}": _log_switch(plot) for plot in LOG_PLOTS}
+    return _page(f"Study {number}", "study", STUDY_BODY.format(study_id=number, **switches),
                  study_id=str(number))
 
 

@@ -177,31 +177,59 @@ function extent(values, padFraction, integer = false) {
 const PALETTE = ["#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d",
                  "#dc2626"];
 
-// One path per series: "line" (one vertex per point), "dots" (M x y h0 per point),
-// "bars" (M x y0 V y per point). Each path carries data-points = its number of points; a line
+// Ticks of a log10 axis spanning [lo, hi] (log10 units): the powers of ten inside, or, within
+// less than about a decade, 1-2-5 ticks of the values themselves; labelled with their values.
+function logTicks(lo, hi) {
+  const first = Math.ceil(lo - 1e-9), last = Math.floor(hi + 1e-9);
+  if (last - first >= 1) {
+    const every = Math.max(1, Math.ceil((last - first + 1) / 7));
+    const ticks = [];
+    for (let k = first; k <= last; k += every) ticks.push(k);
+    return {ticks, labels: ticks.map((k) => fmt(Number("1e" + k)))};
+  }
+  const linear = niceTicks(10 ** lo, 10 ** hi, 4).ticks.filter((t) => t > 0);
+  return {ticks: linear.map(Math.log10), labels: linear.map((t) => fmt(Number(t.toPrecision(6))))};
+}
+
+// One path per series: "line" (one vertex per point), "steps" (a value held from its x to the
+// next point's: M x y, then H x V y per point), "dots" (M x y h0 per point), "bars"
+// (M x y0 V y per point). Each path carries data-points = its number of points; a line or steps
 // of at most MARKED points also gets a "marks" path with a dot per point (one point shows).
 // y: one series; or series: [{y, name}] sharing x (a legend names them, PALETTE colours them).
 // integerX / integerY: ticks on whole numbers only (evaluations, batches, counts); yMin: the
 // lowest value the y axis shows (0 for what cannot be negative). x is never negative.
-// empty: the text shown without data.
+// empty: the text shown without data. log: a log10 y axis over the positive values (values
+// <= 0 are drawn at its bottom; without any positive value the axis stays linear); the svg's
+// data-scale says which ("log" or "linear").
 const MARKED = 60;
 const CHAR = 6.5;  // the width of a tick label's character (11px), for the left margin
 
 function plot(svg, {x, y, series, kind, xLabel, yLabel, xFrom0 = false, integerX = true,
-                    integerY = false, yMin = -Infinity, empty = "no data yet"}) {
+                    integerY = false, yMin = -Infinity, empty = "no data yet", log = false}) {
   svg.replaceChildren();
   const W = 480, H = 240, R = 14, T = 10, B = 40;
+  series = series || [{y, name: ""}];
+  const positive = series.flatMap((s) => s.y.filter((v) => v > 0));
+  log = log && positive.length > 0 && x.length > 0;
+  svg.dataset.scale = log ? "log" : "linear";
   if (!x.length) {
     svgEl(svg, "text", {x: W / 2, y: H / 2, "text-anchor": "middle", class: "empty"}, empty);
     return;
   }
-  series = series || [{y, name: ""}];
   let [x0, x1] = extent(x, kind === "bars" ? 0.04 : 0.02, integerX);
-  let [y0, y1] = extent(series.flatMap((s) => s.y), 0.06, integerY);
   if (xFrom0) x0 = Math.min(x0, 0);
-  if (kind === "bars") { y0 = Math.min(0, y0); y1 = Math.max(0, y1); }
-  y0 = Math.max(y0, yMin);
-  const yTicks = niceTicks(y0, y1, 5, integerY);
+  let y0, y1, yTicks;
+  if (log) {  // from here on, y is in log10 units
+    [y0, y1] = extent(positive.map(Math.log10), 0.06);
+    if (y1 - y0 < 0.3) [y0, y1] = [(y0 + y1) / 2 - 0.15, (y0 + y1) / 2 + 0.15];
+    series = series.map((s) => ({...s, y: s.y.map((v) => v > 0 ? Math.log10(v) : y0)}));
+    yTicks = logTicks(y0, y1);
+  } else {
+    [y0, y1] = extent(series.flatMap((s) => s.y), 0.06, integerY);
+    if (kind === "bars") { y0 = Math.min(0, y0); y1 = Math.max(0, y1); }
+    y0 = Math.max(y0, yMin);
+    yTicks = niceTicks(y0, y1, 5, integerY);
+  }
   const L = Math.max(40, 26 + CHAR * Math.max(...yTicks.labels.map((l) => l.length)));
   const sx = (v) => L + (v - x0) / (x1 - x0) * (W - L - R);
   const sy = (v) => T + (y1 - v) / (y1 - y0) * (H - T - B);
@@ -216,14 +244,16 @@ function plot(svg, {x, y, series, kind, xLabel, yLabel, xFrom0 = false, integerX
   });
   svgEl(svg, "line", {x1: L, x2: L, y1: T, y2: H - B, class: "axis"});
   svgEl(svg, "line", {x1: L, x2: W - R, y1: H - B, y2: H - B, class: "axis"});
-  svgEl(svg, "text", {x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", class: "label"}, xLabel);
+  svgEl(svg, "text", {x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", class: "label"},
+        xLabel);
   svgEl(svg, "text", {x: 12, y: (T + H - B) / 2, "text-anchor": "middle", class: "label",
                       transform: `rotate(-90 12 ${(T + H - B) / 2})`}, yLabel);
-  const base = sy(Math.max(y0, Math.min(0, y1)));
+  const base = sy(log ? y0 : Math.max(y0, Math.min(0, y1)));
   const px = x.map((v) => sx(v).toFixed(1));
   series.forEach(({y: ys, name}, k) => {
     const py = ys.map((v) => sy(v).toFixed(1));
     const parts = px.map((p, i) => kind === "line" ? (i ? "L" : "M") + p + " " + py[i]
+      : kind === "steps" ? (i ? "H" + p + "V" : "M" + p + " ") + py[i]
       : kind === "dots" ? "M" + p + " " + py[i] + "h0"
       : "M" + p + " " + base.toFixed(1) + "V" + py[i]);
     const path = svgEl(svg, "path", {d: parts.join(""), class: "series " + kind,
@@ -231,7 +261,7 @@ function plot(svg, {x, y, series, kind, xLabel, yLabel, xFrom0 = false, integerX
     if (kind === "bars") {  // as wide as 70% of the space between bars (a style beats the CSS)
       path.style.strokeWidth = Math.max(1, Math.min(24, 0.7 * (W - L - R) / (x1 - x0)));
     }
-    const marks = kind === "line" && x.length <= MARKED
+    const marks = (kind === "line" || kind === "steps") && x.length <= MARKED
       ? svgEl(svg, "path", {d: px.map((p, i) => "M" + p + " " + py[i] + "h0").join(""),
                             class: "marks"}) : null;
     if (series.length > 1) path.style.stroke = PALETTE[k % PALETTE.length];
@@ -331,10 +361,20 @@ function showHyperparameters(study) {
 
 // ---------------------------------------------------------------- studies page
 
+// The studies whose name, strategy, mode or status contain every word of the search text
+// (any case): "bbkb running" finds the running BBKB studies.
+function matches(study, text) {
+  const words = text.toLowerCase().split(/\s+/).filter(Boolean);
+  const hay = [study.name, study.strategy, study.mode, study.status].join(" ").toLowerCase();
+  return words.every((w) => hay.includes(w));
+}
+
 function studiesPage() {
   const table = document.getElementById("studies");
+  const search = document.getElementById("studies-filter");
   const sort = {key: "last_activity", dir: -1};
   let rows = [];
+  search.value = query.get("q") || "";
   const compare = (a, b) => {
     const u = a[sort.key], v = b[sort.key];
     if (u === v) return a.id - b.id;
@@ -349,7 +389,8 @@ function studiesPage() {
     }
     const body = table.tBodies[0];
     body.replaceChildren();
-    for (const s of [...rows].sort(compare)) {
+    const shown = rows.filter((s) => matches(s, search.value));
+    for (const s of shown.sort(compare)) {
       const row = body.insertRow();
       row.dataset.studyId = s.id;
       const link = document.createElement("a");
@@ -364,7 +405,17 @@ function studiesPage() {
       cell(row, ago(s.last_activity)).title = s.last_activity;
     }
     document.getElementById("studies-empty").hidden = rows.length > 0;
+    document.getElementById("studies-none-match").hidden = !rows.length || shown.length > 0;
+    document.getElementById("studies-shown").textContent = search.value.trim()
+      ? `${shown.length} of ${rows.length} studies` : "";
   };
+  search.addEventListener("input", () => {  // kept in the address: a reload keeps the filter
+    const url = new URL(location.href);
+    if (search.value) url.searchParams.set("q", search.value);
+    else url.searchParams.delete("q");
+    history.replaceState(null, "", url);
+    render();
+  });
   for (const th of table.tHead.rows[0].cells) {
     th.addEventListener("click", () => {
       sort.dir = sort.key === th.dataset.sort ? -sort.dir : 1;
@@ -386,19 +437,109 @@ function studiesPage() {
 
 // ---------------------------------------------------------------- study page
 
+// The best value observed so far (GET /v1/studies/{id} .best: a measured value, not a model's
+// estimate), with its trial and parameters.
+function showBest(study) {
+  const box = document.getElementById("study-best");
+  const best = study.best;
+  if (!best) {
+    box.textContent = "No value observed yet.";
+    return;
+  }
+  const value = document.createElement("strong");
+  value.id = "best-value";
+  value.textContent = fmt(best.value);
+  value.title = String(best.value);
+  const params = document.createElement("code");
+  params.id = "best-parameters";
+  params.textContent = paramsText(best.parameters);
+  const which = study.direction === "maximize" ? "highest" : "lowest";
+  box.replaceChildren(`Best observed so far (the ${which} value measured): `, value,
+                      ` at trial t=${best.t} (batch ${best.batch}), parameters `, params);
+}
+
+// The study's server-side dispatch (GET /v1/studies/{id}/dispatch); hidden without one.
+function showDispatch(dispatch, study) {
+  const box = document.getElementById("dispatch");
+  box.hidden = !dispatch || dispatch.status === null;
+  if (box.hidden) return;
+  box.dataset.status = dispatch.status;
+  const n = dispatch.n_evaluations || 0;
+  const progress = document.getElementById("dispatch-progress");
+  progress.max = Math.max(1, n);
+  progress.value = Math.min(dispatch.finished, n);
+  const state = {running: "running", done: "done",
+                 paused: "paused (the trials in flight finish, no new ones are sent)"};
+  const stalled = dispatch.status === "running" && study.status !== "active"
+    ? `; the study is ${study.status}, so no trials are sent` : "";
+  document.getElementById("dispatch-text").textContent =
+    `Server-side dispatch ${state[dispatch.status] || dispatch.status}${stalled}: ` +
+    `${dispatch.finished} of ${n} evaluations finished, ${dispatch.in_flight} trials pending or ` +
+    `running, at most ${dispatch.parallelism} at a time; objective ${dispatch.objective}`;
+}
+
+const paramsText = (parameters) => Object.entries(parameters).map(([k, v]) =>
+  k + "=" + (typeof v === "number" ? fmt(v) : v)).join(" ");
+
 function studyPage(id) {
   const base = "/v1/studies/" + id;
-  const pages = {status: "", cursors: [-1], index: 0};
+  // cursors[i]: where page i starts, oldest first the API's after= (t > it), newest first the
+  // highest t it may show (Infinity: the latest); null past the last page
+  const start = (order) => order === "oldest" ? -1 : Infinity;
+  const filter = document.getElementById("status-filter");
+  const order = document.getElementById("trials-order");  // (a browser may restore them)
+  const pages = {status: filter.value, order: order.value, cursors: [start(order.value)],
+                 index: 0};
   let study = null;
   let seen = "";
+  let dispatch = null, dispatchPolls = 0;
+
+  // The trials of the status filter with after < t <= hi in t order, a page of 1000 at a time.
+  const between = async (after, hi) => {
+    const found = [];
+    for (;;) {
+      const params = new URLSearchParams({after, limit: 1000});
+      if (pages.status) params.set("status", pages.status);
+      const page = await json(base + "/trials?" + params);
+      found.push(...page.trials.filter((t) => t.t <= hi));
+      const last = page.trials.length ? page.trials[page.trials.length - 1].t : hi;
+      if (page.next_after === null || last >= hi) return found;
+      after = page.next_after;
+    }
+  };
+
+  // The newest PAGE_SIZE trials of the filter with t <= hi, newest first, and whether there are
+  // older ones. The API lists in t order only (after=): look back from the newest t over a window
+  // that grows until it holds more than a page. Trials are numbered t = 0, 1, 2, ..., so without
+  // a filter the first window (two pages) is enough: one request.
+  const newest = async (hi, total) => {
+    const top = Math.min(hi, study.n_trials - 1);
+    for (let width = total <= 1000 ? Infinity : 2 * PAGE_SIZE; ; width *= 4) {
+      const after = Math.max(-1, top - width);
+      const found = await between(after, hi);
+      if (found.length > PAGE_SIZE || after === -1) {
+        return {trials: found.slice(-PAGE_SIZE).reverse(), older: found.length > PAGE_SIZE};
+      }
+    }
+  };
 
   const refreshTrials = async () => {
-    const params = new URLSearchParams({after: pages.cursors[pages.index], limit: PAGE_SIZE});
-    if (pages.status) params.set("status", pages.status);
-    const page = await json(base + "/trials?" + params);
+    const total = pages.status ? study.counts[pages.status] : study.n_trials;
+    const cursor = pages.cursors[pages.index];
+    let trials, next;
+    if (pages.order === "oldest") {
+      const params = new URLSearchParams({after: cursor, limit: PAGE_SIZE});
+      if (pages.status) params.set("status", pages.status);
+      const page = await json(base + "/trials?" + params);
+      [trials, next] = [page.trials, page.next_after];
+    } else {
+      const page = await newest(cursor, total);
+      trials = page.trials;
+      next = page.older ? trials[trials.length - 1].t - 1 : null;
+    }
     const body = document.querySelector("#trials tbody");
     body.replaceChildren();
-    for (const t of page.trials) {
+    for (const t of trials) {
       const row = body.insertRow();
       row.dataset.t = t.t;
       cell(row, t.t, "num");
@@ -407,18 +548,17 @@ function studyPage(id) {
       cell(row, t.batch, "num");
       cell(row, t.attempt, "num");
       cell(row, t.worker_id);
-      cell(row, Object.entries(t.parameters).map(([k, v]) =>
-        k + "=" + (typeof v === "number" ? fmt(v) : v)).join(" "), "params");
+      cell(row, paramsText(t.parameters), "params");
       cell(row, t.completed_at ? new Date(t.completed_at).toLocaleString() : "");
       cell(row, t.error, "error");
     }
-    pages.cursors[pages.index + 1] = page.next_after;
+    pages.cursors[pages.index + 1] = next;
     document.getElementById("page-prev").disabled = pages.index === 0;
-    document.getElementById("page-next").disabled = page.next_after === null;
-    const total = pages.status ? study.counts[pages.status] : study.n_trials;
+    document.getElementById("page-next").disabled = next === null;
     const first = pages.index * PAGE_SIZE;
-    document.getElementById("page-info").textContent = page.trials.length
-      ? `page ${pages.index + 1}: trials ${first + 1}-${first + page.trials.length} of ${total}`
+    document.getElementById("page-info").textContent = trials.length
+      ? `page ${pages.index + 1}: trials ${first + 1}-${first + trials.length} of ${total}, ` +
+        (pages.order === "oldest" ? "oldest first" : "newest first")
       : `no ${pages.status || ""} trials`.replace("  ", " ");
   };
 
@@ -460,30 +600,48 @@ function studyPage(id) {
       }
       history.optimum = more.optimum;
     }
+    draw();
+  };
+
+  // Whether the plot is drawn on a log scale: its switch is on and usable (only positive values,
+  // or with zerosOk positive values and zeros, which then lie at the axis' bottom).
+  const logScale = (plotId, values, zerosOk = false) => {
+    const box = document.querySelector(`input[data-log="${plotId}"]`);
+    const usable = values.some((v) => v > 0) && values.every((v) => v > 0 || (zerosOk && v === 0));
+    box.disabled = !usable;
+    box.parentElement.title = usable ? "logarithmic y axis"
+      : "a log scale needs positive values";
+    return usable && box.checked;
+  };
+
+  const draw = () => {
     const n = history.value.length;
     const failed = study.counts.failed + study.counts.abandoned;
     const empty = failed ? `no completed trials (${failed} failed)` : "no data yet";
     const maximize = study.direction === "maximize";
     const evaluations = Array.from({length: n}, (_, i) => i + 1);
+    const best = runningBest(history.value, maximize);
     plot(document.getElementById("plot-best"),
-         {x: evaluations, y: runningBest(history.value, maximize), kind: "line",
-          xLabel: "evaluations", yLabel: "best value", empty});
+         {x: evaluations, y: best, kind: "line", xLabel: "evaluations",
+          yLabel: "best observed so far", empty, log: logScale("plot-best", best)});
     document.getElementById("figure-regret").hidden = history.optimum === null;
     if (history.optimum !== null) {
       const regret = runningBest(history.noiseless, maximize)
         .map((v) => Math.abs(history.optimum - v));
+      const log = logScale("plot-regret", regret, true);
       document.getElementById("regret-caption").textContent =
-        `simple regret vs evaluations (optimum ${fmt(history.optimum)})`;
+        `simple regret vs evaluations (optimum ${fmt(history.optimum)})` +
+        (log && regret.includes(0) ? "; regret 0 drawn at the bottom" : "");
       plot(document.getElementById("plot-regret"),
            {x: evaluations, y: regret, kind: "line", xLabel: "evaluations", yLabel: "regret",
-            yMin: 0, empty});
+            yMin: 0, empty, log});
     }
     const longest = n ? history.elapsed[n - 1] : 0;
     const [unit, scale] = longest > 7200 ? ["h", 3600] : longest > 120 ? ["min", 60] : ["s", 1];
     plot(document.getElementById("plot-values"),
          {x: history.elapsed.map((s) => s / scale), y: history.value, kind: "dots",
           xLabel: `time since the study was created (${unit})`, yLabel: "value", xFrom0: true,
-          integerX: false, empty});
+          integerX: false, empty, log: logScale("plot-values", history.value)});
     plot(document.getElementById("plot-batch-size"),
          {x: b.map((r) => r.index), y: b.map((r) => r.size), kind: "bars", xLabel: "batch",
           yLabel: "trials", integerY: true, yMin: 0});
@@ -493,10 +651,11 @@ function studyPage(id) {
     for (const [id, key] of [["plot-resparsify", "resparsify_seconds"],
                              ["plot-open", "open_seconds"]]) {
       const timed = b.filter((r) => r[key] !== null);
+      const ms = timed.map((r) => 1000 * r[key]);
       plot(document.getElementById(id),
-           {x: timed.map((r) => r.index), y: timed.map((r) => 1000 * r[key]), kind: "bars",
-            xLabel: "batch", yLabel: "milliseconds", yMin: 0,
-            empty: b.length ? "not measured" : "no data yet"});
+           {x: timed.map((r) => r.index), y: ms, kind: "bars", xLabel: "batch",
+            yLabel: "milliseconds", yMin: 0, empty: b.length ? "not measured" : "no data yet",
+            log: logScale(id, ms, true)});
     }
     const kernel = b.filter((r) => r.hyperparameters);
     document.getElementById("figure-lengthscale").hidden = !hasKernel(study) ||
@@ -505,23 +664,32 @@ function studyPage(id) {
     document.getElementById("lengthscale-caption").textContent = "kernel lengthscale per batch" +
       (series.length > 1 ? " (one line per dimension)"
         : series[0].name !== "lengthscale" ? ` (${series[0].name} dimensions)` : "");
-    plot(document.getElementById("plot-lengthscale"),
-         {x: kernel.map((r) => r.index), series, kind: "line", xLabel: "batch",
-          yLabel: "lengthscale", yMin: 0});
+    plot(document.getElementById("plot-lengthscale"),  // steps: a batch keeps its lengthscale
+         {x: kernel.map((r) => r.index), series, kind: "steps", xLabel: "batch",
+          yLabel: "lengthscale", yMin: 0,
+          log: logScale("plot-lengthscale", series.flatMap((s) => s.y))});
   };
+
+  for (const box of document.querySelectorAll("input[data-log]")) {  // remembered per plot
+    box.checked = localStorage.getItem("bbkb-log-" + box.dataset.log) === "1";
+    box.addEventListener("change", () => {
+      localStorage.setItem("bbkb-log-" + box.dataset.log, box.checked ? "1" : "0");
+      if (study) draw();
+    });
+  }
 
   const showStudy = () => {
     document.title = study.name + " - bbkb";
     document.getElementById("study-name").textContent = study.name;
     document.getElementById("study-status").textContent = study.status;
     const c = study.counts;
-    const best = study.best ? `best ${fmt(study.best.value)} (trial t=${study.best.t})` : "no result yet";
     document.getElementById("study-facts").textContent = [
       `${study.strategy} (${study.mode}), ${study.direction}`,
       `${study.n_candidates} candidates x ${study.dim}`,
       `${c.completed} completed, ${c.running} running, ${c.pending} pending, ` +
         `${c.failed + c.abandoned} failed`,
-      `${study.n_batches} batches, dictionary ${study.dictionary_size}`, best].join(" \u00b7 ");
+      `${study.n_batches} batches, dictionary ${study.dictionary_size}`].join(" \u00b7 ");
+    showBest(study);
     showHyperparameters(study);
     document.getElementById("config").textContent = JSON.stringify(
       {name: study.name, n_candidates: study.n_candidates, dim: study.dim,
@@ -529,20 +697,31 @@ function studyPage(id) {
       null, 2);
   };
 
+  // The dispatch is asked for at every poll while it runs or is paused, else when the study
+  // changed and at every 5th poll (a dispatch just started has handed out no trial yet).
+  const refreshDispatch = async (changed) => {
+    const live = dispatch && ["running", "paused"].includes(dispatch.status);
+    if (changed || live || dispatchPolls++ % 5 === 0) dispatch = await json(base + "/dispatch");
+    showDispatch(dispatch, study);
+  };
+
   const refresh = async () => {
     study = await json(base);
     showStudy();
     const state = JSON.stringify([study.counts, study.n_batches, study.status]);
+    await refreshDispatch(state !== seen);
     if (state === seen) return;
     await Promise.all([refreshPlots(), refreshFailed(), refreshTrials()]);
     seen = state;
   };
 
-  const filter = document.getElementById("status-filter");
-  filter.addEventListener("change", () => {
-    Object.assign(pages, {status: filter.value, cursors: [-1], index: 0});
-    refreshTrials().catch((e) => say(e.message, true));
-  });
+  for (const select of [filter, order]) {
+    select.addEventListener("change", () => {
+      Object.assign(pages, {status: filter.value, order: order.value,
+                            cursors: [start(order.value)], index: 0});
+      refreshTrials().catch((e) => say(e.message, true));
+    });
+  }
   document.getElementById("page-next").addEventListener("click", () => {
     if (pages.cursors[pages.index + 1] === null) return;
     pages.index += 1;
