@@ -61,7 +61,9 @@ class Client:
     ``BBKB_API_KEY`` or ``BBKB_API_KEY_FILE`` (then to ``http://127.0.0.1:8000`` and no key).
     Failed connections and 502/503/504 answers are retried ``retries`` times with exponential
     backoff starting at ``backoff`` seconds, so a worker rides out a server restart; 4xx answers
-    never are.
+    never are. ``timeout`` (seconds per request) stays above the server's wait for a busy
+    database (``BBKB_DATABASE_BUSY_SECONDS``, 30), which it answers with a retryable 503: a
+    shorter one gave up on requests the server then carried out.
     Requests that are not idempotent on the server (creating a study, importing observations,
     failing a trial) are retried only when they surely did not reach it.
 
@@ -70,7 +72,7 @@ class Client:
     """
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *,
-                 timeout: float = 30.0, retries: int = 5, backoff: float = 0.2,
+                 timeout: float = 60.0, retries: int = 5, backoff: float = 0.2,
                  http: httpx2.Client | None = None) -> None:
         for name, given in (("url", url), ("api_key", api_key)):
             if given is not None and not isinstance(given, str):
@@ -226,7 +228,7 @@ class Client:
         if engine is not None and not isinstance(engine, Mapping):
             raise TypeError(f"engine must be a mapping such as {{'strategy': 'bbkb'}}, not "
                             f"{type(engine).__name__} {engine!r:.50}")
-        engine = dict(engine or {})
+        engine = _plain(dict(engine or {}))
         _check_finite(engine, "engine")
         names = list(parameter_names) if parameter_names is not None else _columns(candidates)
         upload = candidates is not None and _size(candidates) > INLINE_LIMIT
@@ -275,6 +277,18 @@ def _size(candidates: Any) -> int:
     except TypeError:
         raise InvalidArgument("must be a 2-D matrix: a sequence of rows of numbers",
                               "candidates") from None
+
+
+def _plain(value: Any) -> Any:
+    """Nested dicts and lists with numpy scalars and arrays turned into Python numbers and
+    lists (``tolist()``), which JSON encodes (``{"seed": np.int64(3)}`` failed to serialise)."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if not isinstance(value, str | bytes) and callable(getattr(value, "tolist", None)):
+        return _plain(value.tolist())
+    return value
 
 
 def _check_finite(value: Any, field: str) -> None:

@@ -36,7 +36,7 @@ from concurrent.futures import (
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from service.api.schemas import VALUE_LIMIT, TrialPublic
+from service.api.schemas import REASON_LIMIT, VALUE_LIMIT, TrialPublic
 
 from .errors import BBKBError, ConflictError, ServerUnavailable
 
@@ -228,10 +228,10 @@ class _Run:
             value, problem = as_value(future.result())
         except Exception as exc:  # noqa: BLE001 - fn's errors become failed trials
             reason = traceback.format_exception_only(exc)[-1].strip()
-            self.fail(trial, reason, retryable=True, worker=worker)
+            self.fail(trial, _reason(reason), retryable=True, worker=worker)
             return
         if value is None:
-            self.fail(trial, problem or "no value", retryable=False, worker=worker)
+            self.fail(trial, _reason(problem or "no value"), retryable=False, worker=worker)
             return
         try:
             self.call(self.study.tell, trial.id, value, worker_id=worker)
@@ -247,7 +247,7 @@ class _Run:
         try:
             status = self.call(self.study.fail, trial.id, reason, retryable,
                                worker_id=worker).status
-        except (ConflictError, ServerUnavailable) as exc:  # its lease will expire instead
+        except BBKBError as exc:  # e.g. a 409 or the server down: its lease will expire instead
             log.warning("could not fail trial %s: %s", trial.id, exc)
             return
         if status == "failed":
@@ -274,13 +274,27 @@ class _Run:
                 self.running[future] = (slot, trial, now)
 
     def give_back(self, reason: str) -> None:
-        """Best effort: return unfinished trials to the pool instead of waiting for leases."""
+        """Best effort: return unfinished trials to the pool instead of waiting for leases,
+        without counting an attempt (``release``: an interrupted evaluation did not fail; with
+        ``max_attempts`` 1 it failed the trial for good). Stops at the first unreachable
+        server: each call would go through the client's retries (seconds per trial)."""
         for slot, trial, _ in self.running.values():
             try:
-                self.study.fail(trial.id, reason, True, worker_id=self.workers[slot])
+                self.study.fail(trial.id, reason, True, worker_id=self.workers[slot],
+                                release=True)
+            except ServerUnavailable:
+                break
             except BBKBError:
                 pass
         self.running.clear()
+
+
+def _reason(text: str) -> str:
+    """A failure reason the server takes: NUL escaped, at most REASON_LIMIT characters (an
+    error quoting a binary reply, or a long one, made the fail request invalid and stopped
+    optimize() with the trial still leased)."""
+    text = text.replace("\x00", "\\x00")
+    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "\u2026"
 
 
 class _Progress:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,7 +27,7 @@ from service.api.schemas import (
     TrialStatus,
 )
 
-from .errors import validated
+from .errors import ConflictError, validated
 from .records import to_dataframe, trial_record
 
 if TYPE_CHECKING:
@@ -39,12 +40,17 @@ __all__ = ["Study"]
 
 
 class Study:
-    """One study on the server, by id. :attr:`info` fetches its current state."""
+    """One study on the server, by id. :attr:`info` fetches its current state.
+
+    ``worker_id``: the id :meth:`ask` uses by default, unique to this handle (two handles are
+    two workers; threads sharing one handle share its running trials: give each its own id).
+    """
 
     def __init__(self, client: Client, study_id: int, info: StudyPublic | None = None) -> None:
         self.client = client
         self.id = study_id
         self._info = info
+        self.worker_id = f"sdk-{uuid.uuid4().hex[:12]}"
 
     def __repr__(self) -> str:
         return f"<Study {self.id}>"
@@ -73,9 +79,12 @@ class Study:
 
     # -- workers -----------------------------------------------------------------------------
 
-    def ask(self, worker_id: str = "sdk", count: int = 1) -> Suggestions:
+    def ask(self, worker_id: str | None = None, count: int = 1) -> Suggestions:
         """Up to ``count`` trials to evaluate. A worker asking again gets its running trials
-        back first; in sync mode fewer may come, with ``waiting`` and ``retry_after`` set."""
+        back first; in sync mode fewer may come, with ``waiting`` and ``retry_after`` set.
+        Without ``worker_id``, this handle's :attr:`worker_id` (a shared default handed every
+        caller the same trial)."""
+        worker_id = self.worker_id if worker_id is None else worker_id
         body = validated(SuggestRequest, worker_id=worker_id, count=count).model_dump()
         response = self.client.request("POST", self._path("/suggestions"), json=body)
         return Suggestions.model_validate(response.json())
@@ -217,7 +226,9 @@ class Study:
     def wait(self, *, progress: bool = True, poll: float = 0.5,
              timeout: float | None = None) -> DispatchStatus:
         """Block until the dispatch is done (or paused), with a progress bar if tqdm is
-        installed. TimeoutError after ``timeout`` seconds."""
+        installed. TimeoutError after ``timeout`` seconds; ConflictError once nothing is in
+        flight while the study itself is not active (paused: its dispatch sends no trials
+        until :meth:`resume`, so the wait would never end)."""
         import time
 
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -231,6 +242,11 @@ class Study:
                     bar.set_postfix(best=None if best is None else f"{best.value:.4g}")
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(f"dispatch of study {self.id} still running: {status}")
+                if status.in_flight == 0 and (info := self.info).status != "active":
+                    raise ConflictError(409, f"study {self.id} is {info.status}: its dispatch "
+                                        f"sends no trials until the study is resumed "
+                                        f"({status.finished} of {status.n_evaluations} "
+                                        f"evaluations finished)", "status")
                 time.sleep(poll)
                 status = self.dispatch_status()
             if bar is not None:

@@ -19,6 +19,8 @@ WorkerId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-
 #: engine's MAX_MAGNITUDE: it refuses a larger one with a 422).
 ResultValue = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 VALUE_LIMIT = 1e100
+#: The longest failure reason a trial keeps (characters).
+REASON_LIMIT = 10_000
 TrialStatus = Literal["pending", "running", "completed", "failed", "abandoned"]
 
 
@@ -171,7 +173,7 @@ class CompleteRequest(BaseModel):
 class FailRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    reason: Annotated[str, Field(max_length=10_000)] = ""
+    reason: Annotated[str, Field(max_length=REASON_LIMIT)] = ""
     retryable: bool = True
     worker_id: WorkerId | None = None
     release: bool = Field(default=False, description=(

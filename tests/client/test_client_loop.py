@@ -6,12 +6,16 @@ import logging
 import math
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from client import ConflictError, OptimizeResult
-from client.loop import as_value
+from client import ConflictError, OptimizeResult, ServerUnavailable
+from client.loop import _Run, as_value
+from service.api.schemas import REASON_LIMIT
+
+from .conftest import ENGINE
 
 
 def bump(x0: float, x1: float) -> float:
@@ -134,7 +138,11 @@ def test_progress_bar_shows_evaluations_best_and_batch(study, capsys):
     assert "6/6" in err and "best=" in err and "batch=" in err
 
 
-def test_an_error_in_the_loop_gives_running_trials_back(study):
+def test_an_error_in_the_loop_gives_running_trials_back(bbkb):
+    """Without counting an attempt (``release``): with max_attempts 1, the trial the loop was
+    evaluating failed for good instead."""
+    study = bbkb.create_study("s", candidates=np.random.default_rng(0).random((120, 2)),
+                              engine=ENGINE, max_attempts=1)
     both_asked = threading.Barrier(2, timeout=10)
     calls = 0
     lock = threading.Lock()
@@ -157,3 +165,43 @@ def test_an_error_in_the_loop_gives_running_trials_back(study):
     assert (counts["completed"], counts["running"], counts["pending"]) == (1, 0, 1)
     (given_back,) = study.trials(status="pending")
     assert given_back.error == "optimize() stopped before the evaluation finished"
+    assert given_back.attempt == 0 and study.info.counts["failed"] == 0
+
+
+@pytest.mark.parametrize("message", ["x" * 20_000, "instrument replied: OK\x00\x01"],
+                         ids=["long", "nul"])
+def test_a_reason_the_server_would_refuse_is_cut_or_escaped(bbkb, message):
+    """An error message longer than the server keeps, or with a NUL, made the fail request
+    invalid: optimize() stopped with an InvalidArgument and left the trial leased."""
+    def odd(x0: float, x1: float) -> float:
+        if x0 < 0.5:
+            raise ValueError(message)
+        return x0
+
+    X = np.random.default_rng(6).random((60, 2))
+    study = bbkb.create_study("odd", candidates=X, engine={"strategy": "uniform"})
+    result = study.optimize(odd, 12, n_workers=2, progress=False)
+    assert result.n_completed + result.n_failed == 12 and result.n_failed > 0
+    errors = {t.error for t in study.trials() if t.error}
+    expected = ("ValueError: " + message)[: REASON_LIMIT - 1] + "\u2026" if len(message) > 100 \
+        else "ValueError: " + message.replace("\x00", "\\x00")
+    assert errors == {expected}
+    assert study.info.counts["running"] == 0
+
+
+def test_giving_back_releases_and_stops_at_the_first_unreachable_server():
+    """Ctrl-C during an outage: each give-back went through the client's whole retry schedule
+    (about 4.6 s per running trial, 33 s for 8 slots); the first ServerUnavailable now ends
+    them. A fake study: the logic under test is what give_back does with the answers."""
+    calls: list[tuple[int, dict]] = []
+
+    class Down:
+        def fail(self, trial_id: int, *args: object, **kwargs: object) -> None:
+            calls.append((trial_id, kwargs))
+            raise ServerUnavailable("down", attempts=6)
+
+    run = object.__new__(_Run)
+    run.study, run.workers = Down(), ["w-0", "w-1", "w-2"]
+    run.running = {object(): (slot, SimpleNamespace(id=10 + slot), 0.0) for slot in range(3)}
+    run.give_back("stopped")
+    assert calls == [(10, {"worker_id": "w-0", "release": True})] and run.running == {}

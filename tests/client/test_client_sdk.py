@@ -17,6 +17,7 @@ from client import (
     BBKBError,
     Client,
     ConflictError,
+    InvalidArgument,
     NotFoundError,
     ServerUnavailable,
     ValidationError,
@@ -262,6 +263,33 @@ def test_a_handle_without_fetching(relayed):
     assert study.name == "w" and len(relay.calls) == 3  # fetched once, then known
     with pytest.raises(NotFoundError):
         sdk.study(sid + 1, fetch=False).ask()
+
+
+def test_two_handles_on_one_study_are_two_workers(bbkb, study):
+    """ask()'s default worker id is the handle's own: a shared default ("sdk") handed every
+    caller the same trial."""
+    other = bbkb.study(study.id, fetch=False)
+    (mine,) = study.ask().trials
+    (theirs,) = other.ask().trials
+    assert mine.id != theirs.id
+    assert (mine.worker_id, theirs.worker_id) == (study.worker_id, other.worker_id)
+    assert study.worker_id != other.worker_id
+    (again,) = study.ask().trials  # a worker asking again gets its running trial back
+    assert again.id == mine.id
+
+
+def test_numpy_numbers_in_the_engine_are_sent_as_numbers(bbkb):
+    """A finite numpy scalar in ``engine`` failed to serialise (a pydantic error, not the
+    SDK's); numpy scalars and arrays are now sent as JSON numbers and lists."""
+    engine = {"strategy": "bbkb", "seed": np.int64(3), "lam": np.float32(0.5),
+              "kernel": {"name": "rbf", "lengthscale": np.float64(0.25)},
+              "batch_size": np.array(4)}
+    study = bbkb.create_study("numpy", candidates=np.eye(3), engine=engine)
+    sent = study.info.spec["engine"]
+    assert (sent["seed"], sent["lam"], sent["kernel"]["lengthscale"], sent["batch_size"]) \
+        == (3, 0.5, 0.25, 4)
+    with pytest.raises(InvalidArgument, match="finite"):
+        bbkb.create_study("nan", candidates=np.eye(3), engine={"lam": np.float64("nan")})
 
 
 def test_public_names_are_pinned():

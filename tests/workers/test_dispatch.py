@@ -197,3 +197,7 @@ def test_the_sdk_pauses_and_resumes_a_dispatch(system):
         assert study.dispatch_status().finished <= 2
         assert study.resume_dispatch().status == "running"
         assert study.wait(progress=False, poll=0.1, timeout=90).finished == 6
+        study.pause()  # the study itself: its dispatch sends nothing, and wait() says so
+        assert study.dispatch(2, parallelism=1).status == "running"
+        with pytest.raises(ConflictError, match="is paused: its dispatch sends no trials"):
+            study.wait(progress=False, poll=0.1, timeout=30)  # (it waited for good)
