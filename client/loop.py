@@ -228,10 +228,10 @@ class _Run:
             value, problem = as_value(future.result())
         except Exception as exc:  # noqa: BLE001 - fn's errors become failed trials
             reason = traceback.format_exception_only(exc)[-1].strip()
-            self.fail(trial, _reason(reason), retryable=True, worker=worker)
+            self.fail(trial, reason, retryable=True, worker=worker)
             return
         if value is None:
-            self.fail(trial, _reason(problem or "no value"), retryable=False, worker=worker)
+            self.fail(trial, problem or "no value", retryable=False, worker=worker)
             return
         try:
             self.call(self.study.tell, trial.id, value, worker_id=worker)
@@ -244,6 +244,7 @@ class _Run:
         self.bar.advance(self.best)
 
     def fail(self, trial: TrialPublic, reason: str, *, retryable: bool, worker: str) -> None:
+        reason = _reason(reason)
         try:
             status = self.call(self.study.fail, trial.id, reason, retryable,
                                worker_id=worker).status

@@ -236,13 +236,15 @@ class Study:
         bar = _progress_bar(status.n_evaluations or 0) if progress else None
         try:
             while status.status == "running":
+                idle = status.in_flight == 0
+                info = self.info if bar is not None or idle else None  # one fetch for both
                 if bar is not None:
                     bar.update(status.finished - bar.n)
-                    best = self.info.best
+                    best = info.best
                     bar.set_postfix(best=None if best is None else f"{best.value:.4g}")
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(f"dispatch of study {self.id} still running: {status}")
-                if status.in_flight == 0 and (info := self.info).status != "active":
+                if idle and info.status != "active":
                     raise ConflictError(409, f"study {self.id} is {info.status}: its dispatch "
                                         f"sends no trials until the study is resumed "
                                         f"({status.finished} of {status.n_evaluations} "

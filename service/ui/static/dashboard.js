@@ -510,13 +510,16 @@ function studyPage(id) {
 
   // The newest PAGE_SIZE trials of the filter with t <= hi, newest first, and whether there are
   // older ones. The API lists in t order only (after=): look back from the newest t over a window
-  // that grows until it holds more than a page. Trials are numbered t = 0, 1, 2, ..., so without
-  // a filter the first window (two pages) is enough: one request.
+  // that grows until it holds more than a page, fetching only the part each step adds. Trials
+  // are numbered t = 0, 1, 2, ..., so without a filter the first window (two pages) is enough:
+  // one request.
   const newest = async (hi, total) => {
     const top = Math.min(hi, study.n_trials - 1);
+    let found = [], upper = hi;
     for (let width = total <= 1000 ? Infinity : 2 * PAGE_SIZE; ; width *= 4) {
       const after = Math.max(-1, top - width);
-      const found = await between(after, hi);
+      found = (await between(after, upper)).concat(found);
+      upper = after;
       if (found.length > PAGE_SIZE || after === -1) {
         return {trials: found.slice(-PAGE_SIZE).reverse(), older: found.length > PAGE_SIZE};
       }
