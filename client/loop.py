@@ -71,8 +71,7 @@ def optimize(study: Study, fn: Callable[..., Any], n_evaluations: int, *, n_work
     """Run ``fn`` on ``n_evaluations`` trials of ``study`` with ``n_workers`` parallel slots."""
     if n_evaluations < 1 or n_workers < 1:
         raise ValueError("n_evaluations and n_workers must be >= 1")
-    if not max_outage >= 0:
-        raise ValueError("max_outage must be >= 0 seconds")
+    outage = Outage(max_outage, study.client.backoff)
     if executor == "process":
         _check_picklable(fn)
         pool: Executor = ProcessPoolExecutor(max_workers=n_workers)
@@ -81,8 +80,7 @@ def optimize(study: Study, fn: Callable[..., Any], n_evaluations: int, *, n_work
     else:
         raise ValueError(f"executor must be 'thread' or 'process', not {executor!r}")
     start = time.monotonic()
-    run = _Run(study, fn, n_evaluations, n_workers, worker_id_prefix, vector, progress,
-               max_outage)
+    run = _Run(study, fn, n_evaluations, n_workers, worker_id_prefix, vector, progress, outage)
     try:
         run.loop(pool)
     except BaseException as exc:
@@ -138,7 +136,7 @@ class _Run:
     """The state of one optimize() call; every method runs in the calling thread."""
 
     def __init__(self, study: Study, fn: Callable[..., Any], n: int, n_workers: int,
-                 prefix: str, vector: bool, progress: bool, max_outage: float) -> None:
+                 prefix: str, vector: bool, progress: bool, outage: Outage) -> None:
         info = study.info
         self.study, self.fn, self.n, self.vector = study, fn, n, vector
         self.names = list(info.parameter_names)
@@ -154,37 +152,11 @@ class _Run:
         self.ask_after = 0.0
         self.batches: dict[int, set[int]] = {}
         self.bar = _Progress(progress, n, f"study {study.id}")
-        self.max_outage = max_outage
-        self.down_since: float | None = None
-        #: When the first attempt of the request that found the server down was sent.
-        self.failing_since = 0.0
+        self.call = outage.call
 
     @property
     def n_done(self) -> int:
         return self.n_completed + self.n_failed
-
-    def call(self, request: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        """``request(*args, **kwargs)``, retried with backoff while the server is unavailable,
-        until it has been so for ``max_outage`` seconds."""
-        pause = max(self.study.client.backoff, 0.05)
-        while True:
-            started = time.monotonic()
-            try:
-                result = request(*args, **kwargs)
-            except ServerUnavailable as exc:
-                now = time.monotonic()
-                if self.down_since is None:  # max_outage counts from here: after the retries
-                    self.down_since, self.failing_since = now, started
-                if now - self.down_since >= self.max_outage:
-                    raise
-                # since the first attempt of the first failed request, its own retries included
-                log.warning("server unavailable for %.1f s, retrying: %s",
-                            now - self.failing_since, exc)
-                time.sleep(pause)
-                pause = min(pause * 2, 10.0)
-                continue
-            self.down_since = None
-            return result
 
     def loop(self, pool: Executor) -> None:
         while self.n_done < self.n:
@@ -288,6 +260,45 @@ class _Run:
             except BBKBError:
                 pass
         self.running.clear()
+
+
+class Outage:
+    """Rides out an unavailable server (a restart) for :func:`optimize` and
+    :meth:`Study.wait <client.Study.wait>`: :meth:`call` retries a request, on top of the
+    client's own retries, until the server has been unavailable for ``max_outage`` seconds
+    (``backoff``: the client's, the first pause between tries, at least 0.05 s)."""
+
+    def __init__(self, max_outage: float, backoff: float) -> None:
+        if not max_outage >= 0:
+            raise ValueError("max_outage must be >= 0 seconds")
+        self.max_outage = max_outage
+        self.backoff = max(backoff, 0.05)
+        self.down_since: float | None = None
+        #: When the first attempt of the request that found the server down was sent.
+        self.failing_since = 0.0
+
+    def call(self, request: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """``request(*args, **kwargs)``, retried with backoff while the server is unavailable,
+        until it has been so for ``max_outage`` seconds."""
+        pause = self.backoff
+        while True:
+            started = time.monotonic()
+            try:
+                result = request(*args, **kwargs)
+            except ServerUnavailable as exc:
+                now = time.monotonic()
+                if self.down_since is None:  # max_outage counts from here: after the retries
+                    self.down_since, self.failing_since = now, started
+                if now - self.down_since >= self.max_outage:
+                    raise
+                # since the first attempt of the first failed request, its own retries included
+                log.warning("server unavailable for %.1f s, retrying: %s",
+                            now - self.failing_since, exc)
+                time.sleep(pause)
+                pause = min(pause * 2, 10.0)
+                continue
+            self.down_since = None
+            return result
 
 
 def _reason(text: str) -> str:

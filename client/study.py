@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import httpx2
+
 from service.api.schemas import (
     BatchList,
     BatchPublic,
@@ -27,7 +29,8 @@ from service.api.schemas import (
     TrialStatus,
 )
 
-from .errors import ConflictError, validated
+from .errors import ConflictError, InvalidArgument, ServerUnavailable, validated
+from .loop import MAX_OUTAGE, Outage
 from .records import to_dataframe, trial_record
 
 if TYPE_CHECKING:
@@ -118,9 +121,18 @@ class Study:
 
     def import_observations(self, observations: Iterable[Any] | Mapping[int, float]) -> int:
         """Warm start with known results: ``(candidate, value)`` pairs, dicts with those keys,
-        or a ``{candidate: value}`` mapping. All or nothing; returns the number imported."""
+        or a ``{candidate: value}`` mapping. All or nothing; returns the number imported.
+        Another type raises TypeError (a pandas DataFrame: pass ``frame.to_dict("records")``),
+        an item of none of these forms InvalidArgument."""
         items = observations.items() if isinstance(observations, Mapping) else observations
-        body = validated(ImportRequest, observations=[_observation(i) for i in items])
+        if not isinstance(items, Iterable) or isinstance(items, str | bytes) \
+                or hasattr(items, "columns"):  # a DataFrame iterates over its column names
+            raise TypeError(f"observations must be (candidate, value) pairs, dicts with those "
+                            f"keys or a {{candidate: value}} mapping, not "
+                            f"{type(observations).__name__} (a pandas DataFrame with columns "
+                            f"candidate and value: pass frame.to_dict('records'))")
+        body = validated(ImportRequest, observations=[_observation(index, item)
+                                                      for index, item in enumerate(items)])
         response = self.client.request("POST", self._path("/observations"), idempotent=False,
                                        json=body.model_dump())
         return int(response.json()["imported"])
@@ -162,15 +174,28 @@ class Study:
             self.client.request("GET", self._path("/batches")).json()).batches
 
     def export_csv(self, path: str | os.PathLike[str]) -> Path:
-        """Write every trial (named parameters as columns) to a CSV file, streamed."""
+        """Write every trial (named parameters as columns) to a CSV file, streamed. The file
+        appears only once complete (written beside it, then renamed): if the connection breaks
+        meanwhile, ServerUnavailable and ``path`` is left as it was."""
         target = Path(path)
         response = self.client.request("GET", self._path("/export"), stream=True)
+        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.part")
         try:
-            with target.open("wb") as out:
+            try:
+                out = partial.open("xb")
+            except OSError as exc:  # named by the path asked for, not the temporary one
+                raise type(exc)(exc.errno, exc.strerror, str(target)) from None
+            with out:
                 for chunk in response.iter_bytes():
                     out.write(chunk)
+            os.replace(partial, target)
+        except httpx2.TransportError as exc:
+            raise ServerUnavailable(f"GET {self.client.url}{self._path('/export')}: the answer "
+                                    f"broke off: {type(exc).__name__}: {exc}",
+                                    attempts=1) from exc
         finally:
             response.close()
+            partial.unlink(missing_ok=True)
         return target
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -223,21 +248,25 @@ class Study:
         return DispatchStatus.model_validate(
             self.client.request("GET", self._path("/dispatch")).json())
 
-    def wait(self, *, progress: bool = True, poll: float = 0.5,
-             timeout: float | None = None) -> DispatchStatus:
+    def wait(self, *, progress: bool = True, poll: float = 0.5, timeout: float | None = None,
+             max_outage: float = MAX_OUTAGE) -> DispatchStatus:
         """Block until the dispatch is done (or paused), with a progress bar if tqdm is
         installed. TimeoutError after ``timeout`` seconds; ConflictError once nothing is in
         flight while the study itself is not active (paused: its dispatch sends no trials
-        until :meth:`resume`, so the wait would never end)."""
+        until :meth:`resume`, so the wait would never end). A study without a dispatch returns
+        at once, ``status`` None. A server restart is ridden out as by :meth:`optimize`:
+        ServerUnavailable once the server has been unavailable for ``max_outage`` seconds."""
         import time
 
+        outage = Outage(max_outage, self.client.backoff)
         deadline = None if timeout is None else time.monotonic() + timeout
-        status = self.dispatch_status()
+        status = outage.call(self.dispatch_status)
         bar = _progress_bar(status.n_evaluations or 0) if progress else None
         try:
             while status.status == "running":
                 idle = status.in_flight == 0
-                info = self.info if bar is not None or idle else None  # one fetch for both
+                # one fetch for the bar and the idle check
+                info = outage.call(lambda: self.info) if bar is not None or idle else None
                 if bar is not None:
                     bar.update(status.finished - bar.n)
                     best = info.best
@@ -250,7 +279,7 @@ class Study:
                                         f"({status.finished} of {status.n_evaluations} "
                                         f"evaluations finished)", "status")
                 time.sleep(poll)
-                status = self.dispatch_status()
+                status = outage.call(self.dispatch_status)
             if bar is not None:
                 bar.update(status.finished - bar.n)
         finally:
@@ -261,7 +290,7 @@ class Study:
     def optimize(self, fn: Callable[..., Any], n_evaluations: int, *, n_workers: int = 4,
                  executor: Literal["thread", "process"] = "thread", progress: bool = True,
                  worker_id_prefix: str = "sdk", vector: bool = False,
-                 max_outage: float = 120.0) -> OptimizeResult:
+                 max_outage: float = MAX_OUTAGE) -> OptimizeResult:
         """Evaluate ``fn`` on the study's suggestions until ``n_evaluations`` results are in.
 
         ``fn`` takes the named parameters as keyword arguments (``fn(**parameters)``), or with
@@ -284,11 +313,17 @@ def _progress_bar(total: int) -> Any:
     return tqdm(total=total, unit="eval", desc="evaluations")
 
 
-def _observation(item: Any) -> dict[str, Any]:
+def _observation(index: int, item: Any) -> dict[str, Any]:
+    """One observation as the API's dict; InvalidArgument (``observations.<index>``) for an
+    item of no accepted form (a dict's missing key is left to the model: "Field required")."""
     if isinstance(item, Mapping):
-        return {"candidate": item["candidate"], "value": item["value"]}
+        return {key: item[key] for key in ("candidate", "value") if key in item}
     if hasattr(item, "candidate") and hasattr(item, "value"):
         return {"candidate": item.candidate, "value": item.value}
-    candidate, value = item
+    try:
+        candidate, value = item
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"must be a (candidate, value) pair, a dict with those keys or "
+                              f"an object with those attributes; got {item!r:.80}",
+                              f"observations.{index}") from None
     return {"candidate": candidate, "value": value}
-

@@ -51,9 +51,21 @@ def study(bbkb: Client) -> Study:
     return bbkb.create_study("s", candidates=X, engine=ENGINE)
 
 
+class BrokenOff(httpx2.SyncByteStream):
+    """A body that stops halfway with a ReadError (the connection lost mid-download)."""
+
+    def __init__(self, content: bytes, request: httpx2.Request) -> None:
+        self.content, self.request = content, request
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.content[: len(self.content) // 2]
+        raise httpx2.ReadError("connection reset by peer", request=self.request)
+
+
 class Relay(httpx2.BaseTransport):
     """Forwards to the in-process app, recording calls; ``plan`` injects transport failures:
-    "connect" (refused, never sent), "lost" (applied, answer lost), "503", or "ok"."""
+    "connect" (refused, never sent), "lost" (applied, answer lost), "cut" (the answer's body
+    breaks off halfway), "503", or "ok"."""
 
     def __init__(self, target: TestClient, plan: list[str] | None = None) -> None:
         self.target, self.plan = target, list(plan or [])
@@ -73,6 +85,9 @@ class Relay(httpx2.BaseTransport):
             raise httpx2.ReadError("connection reset by peer", request=request)
         headers = {k: v for k, v in answer.headers.items()
                    if k.lower() not in ("content-length", "content-encoding")}
+        if action == "cut":
+            return httpx2.Response(answer.status_code, headers=headers,
+                                   stream=BrokenOff(answer.content, request))
         return httpx2.Response(answer.status_code, headers=headers, content=answer.content)
 
 

@@ -1,4 +1,5 @@
-"""A worker's result survives a server crash: the tell is retried until the server is back."""
+"""Server crashes: a worker's tell is retried until the server is back, and a wait for a
+dispatch rides the outage out."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 import numpy as np
 
 from client import Client
-from service.processes import ServerProcess
+from service.processes import RedisProcess, ServerProcess
 
 
 def test_tell_survives_a_server_restart(tmp_path):
@@ -34,3 +35,37 @@ def test_tell_survives_a_server_restart(tmp_path):
     finally:
         first.kill()
         second.stop()
+
+
+def test_wait_rides_out_a_server_restart(tmp_path):
+    """wait() gave up with ServerUnavailable after the client's own retries (about 5 s by
+    default) when the server restarted under it; it now rides out the outage as optimize()
+    does. No worker runs: the dispatch stays running until paused on the new server."""
+    redis = RedisProcess().start()
+    env = {"BBKB_DATA_DIR": str(tmp_path), "BBKB_AUTH": "none", "BBKB_REDIS_URL": redis.url}
+    first = ServerProcess(env).start()
+    second = ServerProcess(env, port=first.port)
+
+    def restart_and_pause() -> None:
+        time.sleep(0.5)
+        second.start()
+        with Client(second.url) as other:
+            other.study("wait").pause_dispatch()  # ends the wait
+
+    restarted = threading.Thread(target=restart_and_pause)
+    try:
+        with Client(first.url, retries=1, backoff=0.05) as sdk:
+            study = sdk.create_study("wait", candidates=np.random.default_rng(0).random((20, 2)),
+                                     objective="function:branin")
+            assert study.dispatch(4, parallelism=2).status == "running"
+            first.kill()  # SIGKILL: the wait starts with the server gone
+            restarted.start()
+            status = study.wait(progress=False, poll=0.05)
+            restarted.join()
+            assert (status.status, status.n_evaluations) == ("paused", 4)
+    finally:
+        first.kill()
+        if restarted.ident is not None:
+            restarted.join()  # even if wait gave up: no server left running
+        second.stop()
+        redis.stop()

@@ -208,13 +208,20 @@ def test_records_dataframe_and_csv(bbkb, tmp_path):
     study = bbkb.create_study("space", search_space=space, n_candidates=64)
     for trial in study.ask("w", count=3).trials:
         study.tell(trial.id, trial.parameters["lr"])
-    records = study.records()
+    running = study.ask("w").trials[0]
+    records = [r for r in study.records() if r["trial_id"] != running.id]
     assert len(records) == 3 and records[0]["trial_id"] >= 1
     assert {"lr", "param_value", "value", "status"} <= set(records[0])
     assert all(r["value"] == r["lr"] for r in records)
     path = study.export_csv(tmp_path / "out.csv")
     with path.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
+        reader = csv.DictReader(handle)
+        header, rows = reader.fieldnames, list(reader)
+    # the export's columns are the records' (it lacked lease_expires_at)
+    assert header == list(records[0])
+    leased = next(r for r in rows if int(r["trial_id"]) == running.id)
+    assert leased["status"] == "running" and leased["lease_expires_at"]
+    rows = [r for r in rows if r is not leased]
     assert sorted(float(r["lr"]) for r in rows) == sorted(r["lr"] for r in records)
     # the server's export names the clashing parameter as the records do (it used to write a
     # second "value" column, which csv.DictReader took for the result)
@@ -222,8 +229,34 @@ def test_records_dataframe_and_csv(bbkb, tmp_path):
     assert sorted(int(r["param_value"]) for r in rows) == sorted(r["param_value"] for r in records)
     pd = pytest.importorskip("pandas")
     frame = study.dataframe()
-    assert isinstance(frame, pd.DataFrame) and frame.shape[0] == 3
+    assert isinstance(frame, pd.DataFrame) and frame.shape[0] == 4
     assert list(frame.columns[-2:]) == ["lr", "param_value"]
+
+
+def test_an_export_cut_off_raises_server_unavailable_and_leaves_the_path_alone(relayed,
+                                                                             tmp_path):
+    """A connection lost mid-download leaked httpx2's ReadError and left half a CSV at the
+    path (here over an older export); now ServerUnavailable, and the file is replaced only by
+    a complete export."""
+    sdk, relay = relayed()
+    study = sdk.create_study("cut", candidates=np.eye(3))
+    study.import_observations([(0, 1.0), (1, 2.0), (2, 3.0)])
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    target = folder / "out.csv"
+    target.write_text("older export\n")
+    relay.plan = ["cut"]
+    with pytest.raises(ServerUnavailable, match="ReadError: connection reset"):
+        study.export_csv(target)
+    assert [p.name for p in folder.iterdir()] == ["out.csv"]  # no partial file either
+    assert target.read_text() == "older export\n"
+    assert study.export_csv(target) == target
+    with target.open(newline="") as handle:
+        assert [float(r["value"]) for r in csv.DictReader(handle)] == [1.0, 2.0, 3.0]
+    assert [p.name for p in folder.iterdir()] == ["out.csv"]
+    with pytest.raises(FileNotFoundError) as missing:  # named by the path asked for
+        study.export_csv(folder / "no" / "out.csv")
+    assert missing.value.filename == str(folder / "no" / "out.csv")
 
 
 def test_import_observations_forms(study):
@@ -232,6 +265,24 @@ def test_import_observations_forms(study):
     assert study.import_observations({3: 0.5}) == 1
     best = study.best()
     assert best.kind == "imported" and best.value == 3.0 and best.candidate == 2
+
+
+def test_import_observations_refuses_what_it_cannot_read(study):
+    """A DataFrame (which iterates over its column names), a number or a string raised a bare
+    ValueError or TypeError from tuple unpacking, and a dict without "value" a KeyError."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"candidate": [0, 1], "value": [1.0, 2.0]})
+    for wrong in (frame, 5, None, "0,1.0"):
+        with pytest.raises(TypeError, match=r"not \w+ .*frame.to_dict\('records'\)"):
+            study.import_observations(wrong)
+    with pytest.raises(InvalidArgument) as missing:
+        study.import_observations([{"candidate": 1}])
+    assert missing.value.field == "observations.0.value" and "Field required" in str(missing.value)
+    with pytest.raises(InvalidArgument, match="must be a .candidate, value. pair") as triple:
+        study.import_observations([(0, 1.0), (1, 2.0, 3.0)])
+    assert triple.value.field == "observations.1" and "(1, 2.0, 3.0)" in str(triple.value)
+    assert study.info.n_trials == 0  # all or nothing
+    assert study.import_observations(frame.to_dict("records")) == 2  # what the error says
 
 
 def test_lifecycle_and_lookup(bbkb, study):

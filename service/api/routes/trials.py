@@ -7,6 +7,7 @@ import io
 import logging
 import math
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -36,6 +37,7 @@ from ..deps import (
 )
 from ..responses import json_answer
 from ..schemas import (
+    TRIAL_COLUMNS,
     CompleteRequest,
     FailRequest,
     HeartbeatRequest,
@@ -274,15 +276,15 @@ def export_trials(study_id: StudyId, owner: OwnerDep, request: Request,
                                       f'attachment; filename="study-{study_id}.csv"'})
 
 
-CSV_COLUMNS = ["trial_id", "t", "candidate", "batch", "kind", "status", "value", "attempt",
-               "worker_id", "created_at", "completed_at", "error"]
+def _iso(moment: datetime | None) -> str:
+    return "" if moment is None else moment.isoformat()
 
 
 def _csv_rows(request: Request, study_id: StudyId, names: list[str],
               decode: studies.ParameterDecoder) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(CSV_COLUMNS + [parameter_column(name) for name in names])
+    writer.writerow(TRIAL_COLUMNS + [parameter_column(name) for name in names])
     after = -1
     while True:
         with transaction(request.app.state.read_sessions) as session:
@@ -291,8 +293,9 @@ def _csv_rows(request: Request, study_id: StudyId, names: list[str],
                 params = decode(t.candidate)
                 writer.writerow([t.id, t.t, t.candidate, t.batch, t.kind, t.status,
                                  "" if t.value is None else repr(t.value), t.attempt,
-                                 t.worker_id or "", t.created_at.isoformat(),
-                                 t.completed_at.isoformat() if t.completed_at else "",
+                                 t.worker_id or "", _iso(t.lease_expires_at),
+                                 t.created_at.isoformat(),
+                                 _iso(t.completed_at),
                                  t.error or ""] + [params.get(n, "") for n in names])
         yield buffer.getvalue()
         buffer.seek(0)
