@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import httpx2
 
-from service.api.schemas import StudyCreate, StudyList, StudyPublic
+from service.api.schemas import QueueState, StudyCreate, StudyList, StudyPublic
 
 from .errors import (
     BBKBError,
@@ -178,6 +178,11 @@ class Client:
         return ServerUnavailable(f"{method} {self.url}{path} failed after {attempt + 1} "
                                  f"attempt(s): {cause}{maybe}", attempts=attempt + 1,
                                  status_code=status)
+
+    def queue(self) -> QueueState:
+        """The Redis queue the server dispatches to: ``redis`` ("ok", "unreachable", "not
+        configured"), jobs queued / started / failed, and the live workers."""
+        return QueueState.model_validate(self.request("GET", "/v1/queue").json())
 
     # -- studies -----------------------------------------------------------------------------
 

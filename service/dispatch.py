@@ -41,6 +41,8 @@ PREFIX = "rq-"
 REPAIR_GRACE_SECONDS = 10.0
 #: RQ job statuses after which a job carries no trial any more.
 ENDED = ("finished", "failed", "stopped", "canceled")
+#: Connect and read timeout of the queue-state probe (GET /v1/queue), seconds.
+PROBE_SECONDS = 2.0
 
 
 def job_id(trial: Trial) -> str:
@@ -97,6 +99,24 @@ class Dispatcher:
         self.redis = Redis.from_url(redis_url)
         self.queue = Queue(QUEUE, connection=self.redis)
         self.wake = threading.Event()
+        #: for GET /v1/queue: a request must not hang on a Redis that does not answer
+        self.probe = Redis.from_url(redis_url, socket_connect_timeout=PROBE_SECONDS,
+                                    socket_timeout=PROBE_SECONDS)
+
+    def queue_state(self) -> dict[str, Any]:
+        """The workers' queue as Redis holds it: jobs waiting, being evaluated and failed, and
+        the live workers listening on it (RQ's registries; a worker missing its heartbeats
+        drops out of RQ's list). Raises redis.RedisError if Redis does not answer."""
+        from rq import Queue, Worker
+
+        queue = Queue(QUEUE, connection=self.probe)
+        workers = Worker.all(connection=self.probe, queue=queue)
+        return {"queued": queue.count, "started": queue.started_job_registry.count,
+                "failed": queue.failed_job_registry.count,
+                "workers": sorted(({"name": w.name, "state": _state(w),
+                                    "current_job": w.get_current_job_id(),
+                                    "last_heartbeat": w.last_heartbeat} for w in workers),
+                                  key=lambda w: w["name"])}
 
     def studies(self) -> list[int]:
         """The studies whose dispatch runs. One whose objective's module BBKB_OBJECTIVE_MODULES
@@ -280,3 +300,9 @@ def complete_and_next(session: Session, runtime, study: Study, *, trial_id: int,
         asked = trials.ask(session, runtime, study, worker_id=worker_id, count=1, now=now,
                            held=[])
     return trial, (payload(runtime, asked.trials[0], plan) if asked.trials else None)
+
+
+def _state(worker: Any) -> str:
+    """An RQ worker's state as a plain string (RQ returns a WorkerStatus enum or a str)."""
+    state = worker.get_state()
+    return str(getattr(state, "value", state))

@@ -22,7 +22,7 @@ from ..store.database import make_engine, session_factory, transaction
 from ..store.migrate import ensure_schema
 from ..store.models import utcnow
 from . import errors
-from .routes import batches, dispatch, health, history, metrics, studies, ui
+from .routes import batches, dispatch, health, history, metrics, queue, studies, ui
 from .routes import trials as trial_routes
 
 log = logging.getLogger("bbkb.server")
@@ -110,7 +110,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
     app.add_middleware(JsonSizeLimit, limit=settings.max_json_bytes)
     errors.install(app)
-    for module in (health, metrics, studies, trial_routes, batches, dispatch, history, ui):
+    for module in (health, metrics, studies, trial_routes, batches, dispatch, queue, history,
+                   ui):
         versioned = module.router.prefix.startswith("/v1")
         app.include_router(module.router, responses=errors.RESPONSES if versioned else None)
     return app

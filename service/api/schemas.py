@@ -340,3 +340,25 @@ class StudyHistory(BaseModel):
     elapsed: list[float] = Field(description="Seconds from the study's creation to completion.")
     noiseless: list[float] | None = None
     optimum: float | None = None
+
+
+class QueueWorker(BaseModel):
+    name: str
+    state: str = Field(description="RQ's worker state: idle, busy, suspended, ...")
+    current_job: str | None = Field(default=None, description="The RQ job it evaluates.")
+    last_heartbeat: datetime | None = None
+
+
+class QueueState(BaseModel):
+    """The Redis queue the server dispatches to, as RQ sees it (``GET /v1/queue``)."""
+
+    redis: Literal["ok", "unreachable", "not configured"] = Field(description=(
+        "Whether this server dispatches to Redis (BBKB_REDIS_URL) and Redis answered."))
+    detail: str | None = Field(default=None, description="Why Redis did not answer.")
+    queued: int = Field(default=0, description="Jobs waiting for a worker.")
+    started: int = Field(default=0, description="Jobs a worker is evaluating.")
+    failed: int = Field(default=0, description="Jobs in RQ's failed registry (kept 1 year by "
+                                               "RQ; a trial's failure is also in the database).")
+    workers: list[QueueWorker] = Field(default_factory=list, description=(
+        "Workers listening on the queue (a worker gone without a goodbye drops out of the "
+        "list once its heartbeat expires)."))

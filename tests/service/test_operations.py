@@ -40,6 +40,8 @@ def test_probes_and_metrics(tmp_path):
     with app_client(f"sqlite:///{tmp_path / 'm.db'}", tmp_path) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
         assert client.get("/readyz").json() == {"status": "ready"}
+        # no BBKB_REDIS_URL: nothing to dispatch to, said as such (not an error)
+        assert client.get("/v1/queue").json()["redis"] == "not configured"
         sid = create_study(client)["id"]
         (trial,) = client.post(f"/v1/studies/{sid}/suggestions",
                                json={"worker_id": "w"}).json()["trials"]

@@ -1,0 +1,58 @@
+"""GET /v1/queue: the workers' queue as Redis holds it, with real Redis, server and workers."""
+
+from __future__ import annotations
+
+import time
+
+import httpx2
+import numpy as np
+
+from client import Client
+from workers import runner
+
+from .helpers import dispatch_study
+
+
+def _queue(url: str) -> dict:
+    r = httpx2.get(f"{url}/v1/queue")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _until(url: str, condition, timeout: float = 60.0) -> dict:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = _queue(url)
+        if condition(state):
+            return state
+        time.sleep(0.2)
+    raise AssertionError(f"the queue never reached the condition: {state}")
+
+
+def test_the_queue_shows_waiting_jobs_live_workers_and_a_lost_redis(system):
+    url = system["server"].url
+    assert _queue(url) == {"redis": "ok", "detail": None, "queued": 0, "started": 0,
+                           "failed": 0, "workers": []}
+    sid = dispatch_study(url, np.random.default_rng(0).random((50, 2)),
+                         "tests.workers.objective_fns:slow")
+    r = httpx2.post(f"{url}/v1/studies/{sid}/dispatch",
+                    json={"n_evaluations": 6, "parallelism": 3})
+    assert r.status_code == 200, r.text
+    # no worker yet: the dispatch's jobs wait in the queue
+    assert _until(url, lambda s: s["queued"] == 3)["workers"] == []
+    system["workers"] += runner.spawn(system["redis"].url, 2,
+                                      env={"BBKB_URL": url, "BBKB_TEST_DELAY": "1.0"})
+    busy = _until(url, lambda s: len(s["workers"]) == 2 and s["started"] >= 1)
+    assert {w["state"] for w in busy["workers"]} <= {"idle", "busy", "started"}
+    assert any(w["current_job"] for w in busy["workers"])
+    assert all(w["last_heartbeat"] for w in busy["workers"])
+    done = _until(url, lambda s: s["queued"] == 0 and s["started"] == 0, timeout=120)
+    assert len(done["workers"]) == 2 and done["failed"] == 0
+    with Client(url) as client:  # the SDK reads the same
+        seen = client.queue()
+    assert seen.redis == "ok" and sorted(w.name for w in seen.workers) == sorted(
+        w["name"] for w in done["workers"])
+    system["redis"].stop()
+    lost = _queue(url)
+    assert lost["redis"] == "unreachable" and "Error" in lost["detail"]
+    assert lost["workers"] == [] and lost["queued"] == 0
