@@ -282,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        code = study_cli.run(args) if args.command == "study" else _run(args)
+        code = study_cli.run(args) if args.command in ("study", "queue") else _run(args)
         sys.stdout.flush()
     except BrokenPipeError:
         if not _stdout_closed():

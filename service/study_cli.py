@@ -1,5 +1,5 @@
 """``bbkb study create | list | show | best | export | dispatch | wait | pause | resume |
-delete``: studies from the shell, through the SDK.
+delete``: studies from the shell, through the SDK; ``bbkb queue``: the workers' queue.
 
 The server is reached like the SDK does: ``--url`` / ``BBKB_URL`` and ``--api-key`` /
 ``BBKB_API_KEY``. A study is named by its id or its name (an all-digit name works too when no
@@ -215,10 +215,36 @@ def _list(args: argparse.Namespace) -> int:
     rows += [(str(s.id), s.name, s.strategy, s.status, str(s.n_trials),
               str(s.counts.get("completed", 0)), str(s.n_batches), _value(s.best))
              for s in studies]
+    _table(rows)
+    return 0
+
+
+def _queue(args: argparse.Namespace) -> int:
+    """The Redis queue the server dispatches to; exit 1 if Redis did not answer."""
+    with _client(args) as client:
+        state = client.queue()
+    if args.json:
+        print(json.dumps(state.model_dump(mode="json"), indent=2))
+    elif state.redis != "ok":
+        print(f"redis: {state.redis}" + (f" ({state.detail})" if state.detail else ""))
+    else:
+        print(f"redis: ok\njobs: {state.queued} queued, {state.started} started, "
+              f"{state.failed} failed\nworkers: {len(state.workers)}")
+        rows = [(w.name, w.state, w.current_job or "-",
+                 w.last_heartbeat.isoformat(timespec="seconds") if w.last_heartbeat else "-")
+                for w in state.workers]
+        _table([("name", "state", "job", "last heartbeat"), *rows] if rows else [], indent="  ")
+    return 1 if state.redis == "unreachable" else 0
+
+
+def _table(rows: list[tuple[str, ...]], indent: str = "") -> None:
+    """Print rows as left-aligned columns (the first row: the headers)."""
+    if not rows:
+        return
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
-    return 0
+        print(indent + "  ".join(cell.ljust(width)
+                                 for cell, width in zip(row, widths, strict=True)).rstrip())
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -366,6 +392,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     common.add_argument("--url", help="API address (default: BBKB_URL or http://127.0.0.1:8000)")
     common.add_argument("--api-key", help="API key (default: BBKB_API_KEY)")
     common.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    queue = sub.add_parser("queue", parents=[common], help="jobs and workers of the Redis queue",
+                           description="The Redis queue the server dispatches to: jobs queued, "
+                                       "started and failed, and the live workers. Exit 1 if "
+                                       "the server's Redis does not answer.")
+    queue.set_defaults(run=_queue)
 
     study = sub.add_parser("study", help="create, list, show, dispatch ... studies",
                            description=__doc__.split("\n\n")[0])

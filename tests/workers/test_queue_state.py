@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import httpx2
@@ -52,7 +54,18 @@ def test_the_queue_shows_waiting_jobs_live_workers_and_a_lost_redis(system):
         seen = client.queue()
     assert seen.redis == "ok" and sorted(w.name for w in seen.workers) == sorted(
         w["name"] for w in done["workers"])
+    shown = _bbkb_queue(url)
+    assert shown.returncode == 0, shown.stderr
+    assert "redis: ok" in shown.stdout and "workers: 2" in shown.stdout
+    assert all(w["name"] in shown.stdout for w in done["workers"])
     system["redis"].stop()
     lost = _queue(url)
     assert lost["redis"] == "unreachable" and "Error" in lost["detail"]
     assert lost["workers"] == [] and lost["queued"] == 0
+    shown = _bbkb_queue(url)
+    assert shown.returncode == 1 and shown.stdout.startswith("redis: unreachable (")
+
+
+def _bbkb_queue(url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "service.cli", "queue", "--url", url],
+                          capture_output=True, text=True, timeout=60)
