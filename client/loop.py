@@ -148,6 +148,7 @@ class _Run:
         self.free = list(range(n_workers))[::-1]
         self.running: dict[Future[Any], tuple[int, TrialPublic, float]] = {}
         self.n_completed = self.n_failed = self.n_retried = 0
+        self.counted: set[int] = set()  # trials whose completion or final failure was counted
         self.reasons: set[str] = set()  # failure reasons already logged as a warning
         self.ask_after = 0.0
         self.batches: dict[int, set[int]] = {}
@@ -210,6 +211,8 @@ class _Run:
         except ConflictError as exc:  # e.g. lease lost and the trial abandoned meanwhile
             log.warning("result of trial %s not used: %s", trial.id, exc)
             return
+        if not self.first_outcome(trial):
+            return
         self.n_completed += 1
         if self.best is None or (value > self.best if self.maximize else value < self.best):
             self.best = value
@@ -224,6 +227,8 @@ class _Run:
             log.warning("could not fail trial %s: %s", trial.id, exc)
             return
         if status == "failed":
+            if not self.first_outcome(trial):
+                return
             self.n_failed += 1
             self.bar.advance(self.best)
         else:
@@ -234,6 +239,17 @@ class _Run:
         self.reasons.add(reason)  # a broken fn is seen at once, without logging set up
         log.warning("trial %s failed (%s): %s (again: logged at INFO)", trial.id,
                     "for good" if status == "failed" else "retried", reason)
+
+    def first_outcome(self, trial: TrialPublic) -> bool:
+        """Whether ``trial``'s outcome is new to this run. A lost lease hands the trial again
+        (attempt + 1), possibly to another slot of this run; the server takes the same value,
+        or a final failure, again as a no-op, which counted the trial twice and ended the run
+        before ``n_evaluations`` trials were done."""
+        if trial.id in self.counted:
+            log.info("trial %s was evaluated twice (a lost lease); counted once", trial.id)
+            return False
+        self.counted.add(trial.id)
+        return True
 
     def heartbeat(self) -> None:
         """Renew the leases of evaluations running for longer than a third of the lease."""

@@ -205,3 +205,51 @@ def test_giving_back_releases_and_stops_at_the_first_unreachable_server():
     run.running = {object(): (slot, SimpleNamespace(id=10 + slot), 0.0) for slot in range(3)}
     run.give_back("stopped")
     assert calls == [(10, {"worker_id": "w-0", "release": True})] and run.running == {}
+
+
+
+@pytest.mark.parametrize("outcome", ["value", "nan"])
+def test_a_trial_handed_again_after_its_lease_was_lost_counts_once(tmp_path, make_app,
+                                                                   monkeypatch, outcome):
+    """The lease of a slot's trial expires while fn runs (its heartbeats lost) and the server
+    hands the trial again (attempt 2) to the run's other slot. Both evaluations end the same
+    way: the second tell of the same value (or final failure) is a no-op on the server, and the
+    run counted the trial twice, returning before n_evaluations trials were done."""
+    from fastapi.testclient import TestClient
+
+    from client import Client
+
+    with TestClient(make_app(tmp_path, reaper_interval=0.05)) as http, \
+            Client(http=http, backoff=0.001) as sdk:
+        study = sdk.create_study("lease", candidates=np.random.default_rng(7).random((40, 2)),
+                                 engine={"strategy": "uniform"}, lease_seconds=0.3)
+        monkeypatch.setattr(study, "heartbeat", lambda *args, **kwargs: None)  # never arrive
+        first: list[tuple[float, float]] = []
+        handed_again = threading.Event()
+        lock = threading.Lock()
+
+        def fn(x0: float, x1: float) -> float:
+            with lock:
+                role = "again" if first and first[0] == (x0, x1) else "other" if first \
+                    else "first"
+                if role == "first":
+                    first.append((x0, x1))
+            if role == "first":  # outlives its lease, ends after the second evaluation's tell
+                assert handed_again.wait(30)
+                while study.info.counts["running"]:
+                    time.sleep(0.02)
+            elif role == "again":
+                handed_again.set()
+            else:  # the other slot asks again only once the first trial is back in the pool
+                while not handed_again.is_set() and study.info.counts["pending"] == 0:
+                    time.sleep(0.02)
+                return x0
+            return x0 if outcome == "value" else float("nan")
+
+        result = study.optimize(fn, 3, n_workers=2, progress=False)
+        counts = study.info.counts
+        assert handed_again.is_set() and max(t.attempt for t in study.trials()) == 2
+        n_failed = 0 if outcome == "value" else 1
+        assert (result.n_completed, result.n_failed) == (3 - n_failed, n_failed)
+        assert (counts["completed"], counts["failed"], counts["running"]) == \
+            (3 - n_failed, n_failed, 0)
