@@ -147,18 +147,22 @@ class Study:
         """The best completed trial (in the study's direction), or None before any result."""
         return self.info.best
 
-    def trials(self, status: TrialStatus | None = None,
-               page_size: int = 1000) -> Iterator[TrialPublic]:
-        """Every trial in ``t`` order (optionally of one status), fetched page by page."""
-        after: int | None = -1
-        while after is not None:
-            params: dict[str, Any] = {"after": after, "limit": page_size}
-            if status is not None:
-                params["status"] = status
+    def trials(self, status: TrialStatus | None = None, page_size: int = 1000,
+               newest_first: bool = False) -> Iterator[TrialPublic]:
+        """Every trial in ``t`` order, or the newest first (optionally of one status), fetched
+        page by page as the iterator is consumed: stop early to read only the first pages."""
+        params: dict[str, Any] = {"limit": page_size}
+        if newest_first:
+            params["order"] = "desc"
+        if status is not None:
+            params["status"] = status
+        while True:
             page = TrialPage.model_validate(
                 self.client.request("GET", self._path("/trials"), params=params).json())
             yield from page.trials
-            after = page.next_after
+            if page.next_after is None:
+                return
+            params["after"] = page.next_after
 
     def records(self, status: TrialStatus | None = None) -> list[dict[str, Any]]:
         """Trials as flat dicts: the trial's fields plus one key per parameter."""

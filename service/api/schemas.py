@@ -211,7 +211,9 @@ class ImportRequest(BaseModel):
 
 class TrialPage(BaseModel):
     trials: list[TrialPublic]
-    next_after: int | None = Field(default=None, description="Pass as after= for the next page.")
+    next_after: int | None = Field(default=None, description=(
+        "The last trial's t: pass it as after= (with the same order and filters) for the next "
+        "page; null: this page is the last."))
 
 
 class BatchPublic(BaseModel):

@@ -334,26 +334,39 @@ PAGE_FILTERS = ("status", "worker_id", "batch", "kind")
 
 
 @cache
-def page_statement(filters: frozenset[str]) -> Select[tuple[Trial]]:
-    """The keyset page statement for a set of filters (built once per set): bound parameters
-    ``study``, ``after``, ``limit`` and one per filter, named after its column."""
+def page_statement(filters: frozenset[str], descending: bool = False) -> Select[tuple[Trial]]:
+    """The keyset page statement for a set of filters and an order (built once per pair): bound
+    parameters ``study``, ``after``, ``limit`` and one per filter, named after its column.
+    Ascending: t > after in t order; descending: t < after, newest first (the same index
+    ranges, read backwards)."""
     query = select(Trial).where(Trial.study_id == bindparam("study"),
-                                Trial.t > bindparam("after"))
+                                Trial.t < bindparam("after") if descending
+                                else Trial.t > bindparam("after"))
     for name in PAGE_FILTERS:
         if name in filters:
             query = query.where(getattr(Trial, name) == bindparam(name))
-    return query.order_by(Trial.t).limit(bindparam("limit"))
+    return query.order_by(Trial.t.desc() if descending else Trial.t).limit(bindparam("limit"))
 
 
-def trial_page(session: Session, study_id: int, *, after: int, limit: int,
+#: ``after`` of a descending page that starts at the newest trial: above every t.
+NEWEST = 2**63 - 1
+
+
+def trial_page(session: Session, study_id: int, *, after: int | None, limit: int,
                status: str | None = None, worker_id: str | None = None,
-               batch: int | None = None, kind: str | None = None) -> list[Trial]:
+               batch: int | None = None, kind: str | None = None,
+               descending: bool = False) -> list[Trial]:
     """Keyset pagination on (study_id, t), optionally filtered (None: any): O(limit) per page
-    whatever the study's size, each filter being an index range in t order."""
+    whatever the study's size, each filter being an index range in t order.
+
+    Ascending, the trials with t > ``after`` in t order; ``descending``, those with t < ``after``
+    newest first. ``after`` None starts at the first trial of the order."""
     given = {name: value for name, value in (("status", status), ("worker_id", worker_id),
                                              ("batch", batch), ("kind", kind))
              if value is not None}
-    return list(session.scalars(page_statement(frozenset(given)),
+    if after is None:
+        after = NEWEST if descending else -1
+    return list(session.scalars(page_statement(frozenset(given), descending),
                                 {"study": study_id, "after": after, "limit": limit, **given}))
 
 

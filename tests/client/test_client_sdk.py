@@ -202,6 +202,24 @@ def test_trials_follow_pages(bbkb, relayed):
     assert [t.value for t in completed] == [float(t) for t in range(100)]
 
 
+def test_trials_newest_first_page_by_page(bbkb, relayed):
+    sdk, relay = relayed()
+    study = sdk.create_study("recent", candidates=np.random.default_rng(0).random((400, 2)),
+                             engine={"strategy": "uniform", "batch_size": 300})
+    asked = study.ask("w", count=250).trials
+    for trial in asked[:100]:
+        study.tell(trial.id, float(trial.t))
+    relay.calls.clear()
+    newest = list(study.trials(page_size=100, newest_first=True))
+    assert [t.t for t in newest] == list(range(249, -1, -1))
+    assert sum(c[1].endswith("/trials") for c in relay.calls) == 3
+    completed = list(study.trials(status="completed", page_size=30, newest_first=True))
+    assert [t.value for t in completed] == [float(t) for t in range(99, -1, -1)]
+    relay.calls.clear()
+    latest = next(study.trials(page_size=5, newest_first=True))  # one page, not every trial
+    assert latest.t == 249 and sum(c[1].endswith("/trials") for c in relay.calls) == 1
+
+
 def test_records_dataframe_and_csv(bbkb, tmp_path):
     space = [{"name": "lr", "low": 1e-4, "high": 1e-1, "log": True},
              {"name": "value", "type": "int", "low": 1, "high": 4}]  # clashes with a field

@@ -138,8 +138,9 @@ def test_fold_outcomes_writes_exactly_the_given_records(database_url, tmp_path):
 
 #: The statements run per request or per read (trial pages, best trial, counts): each must
 #: read an index range, never scan or sort a study's trials (the reads stay fast at 10^6 trials).
-PAGES = {name: queries.page_statement(frozenset({name}))
-         for name in queries.PAGE_FILTERS} | {None: queries.page_statement(frozenset())}
+PAGES = {(name, descending): queries.page_statement(frozenset({name} if name else ()),
+                                                    descending)
+         for name in (*queries.PAGE_FILTERS, None) for descending in (False, True)}
 STATEMENTS = (queries._FOLD_RUN, queries._RUNNING_FOR_WORKER, queries._REQUEUED,
               queries._BATCH_PROGRESS, queries._BUMP_VERSION, queries._RUNNING_ON,
               queries._NOT_COMPLETED, queries._LAST_T, queries._BEST_MAX, queries._BEST_MIN,
@@ -175,10 +176,11 @@ def test_request_path_statements_search_an_index(tmp_path):
             steps = plan(statement)
             assert steps and all(step.startswith("SEARCH") for step in steps), (statement,
                                                                                  steps)
-        for name, statement in PAGES.items():
-            (step,) = plan(statement)
-            assert f"study_id=? AND {name}=? AND t>?" in step if name else \
-                "study_id=? AND t>?" in step, step
+        for (name, descending), statement in PAGES.items():
+            (step,) = plan(statement)  # newest first: the same range, no sort
+            bound = "t<?" if descending else "t>?"
+            assert f"study_id=? AND {name}=? AND {bound}" in step if name else \
+                f"study_id=? AND {bound}" in step, step
         (step,) = plan(queries._FOLD_RUN)
         assert "study_id=? AND t>? AND t<?" in step  # a range of t, not the study's trials
     engine.dispose()
@@ -199,9 +201,11 @@ def test_request_path_statements_search_an_index_on_postgresql(pg_database_url):
         for statement in STATEMENTS:
             text = plan(statement)
             assert "Index" in text and "Seq Scan" not in text and "Sort" not in text, text
-        for name, statement in PAGES.items():
-            conditions = [line for line in plan(statement).splitlines() if "Index Cond" in line]
+        for (name, descending), statement in PAGES.items():
+            text = plan(statement)
+            conditions = [line for line in text.splitlines() if "Index Cond" in line]
             assert conditions and all(f"{name or 't'}" in line for line in conditions), conditions
+            assert ("Index Scan Backward" in text) == descending, text  # newest first: no sort
     engine.dispose()
 
 

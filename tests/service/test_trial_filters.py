@@ -1,5 +1,5 @@
-"""GET .../trials filters (status, worker_id, batch, kind) across keyset pages, and parameter
-decoding from the candidates the runtime holds (no candidate block read)."""
+"""GET .../trials filters (status, worker_id, batch, kind) across keyset pages in either order,
+and parameter decoding from the candidates the runtime holds (no candidate block read)."""
 
 from __future__ import annotations
 
@@ -78,6 +78,76 @@ def test_each_filter_and_pairs_of_them_across_pages(database_url, tmp_path):
             expected = [t for t in everything if all(t[k] == v for k, v in pair.items())]
             assert expected
             assert _pages(client, url, **pair)[0] == expected, pair
+
+
+def _newest_first(client, url: str, limit: int, **params) -> tuple[list[dict], int]:  # type: ignore[no-untyped-def]
+    """Every trial of the listing with order=desc, from the newest (no after=) following
+    next_after with pages of ``limit``; and the page count."""
+    out: list[dict] = []
+    cursor: dict[str, int] = {}
+    pages = 0
+    while True:
+        answer = client.get(url, params={"order": "desc", "limit": limit, **cursor, **params})
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
+        assert len(page["trials"]) <= limit
+        out += page["trials"]
+        pages += 1
+        if page["next_after"] is None:
+            return out, pages
+        assert page["next_after"] == page["trials"][-1]["t"]
+        cursor = {"after": page["next_after"]}
+
+
+def test_newest_first_pages_are_the_ascending_list_reversed(database_url, tmp_path):
+    """order=desc pages, alone or with filters, concatenate to the ascending listing reversed,
+    whether the page size divides the count or not; order=asc is the default listing."""
+    with app_client(database_url, tmp_path) as client:
+        sid = _varied_study(client)
+        url = f"/v1/studies/{sid}/trials"
+        everything = client.get(url, params={"limit": 1000}).json()["trials"]
+        assert client.get(url, params={"limit": 1000, "order": "asc"}).json()["trials"] == \
+            everything
+        divides = set()
+        for params in ({}, {"status": "completed"}, {"status": "running"}, {"kind": "imported"},
+                       {"worker_id": "w1", "status": "completed"}):
+            ascending = [t for t in everything if all(t[k] == v for k, v in params.items())]
+            assert len(ascending) >= 3, params
+            assert _pages(client, url, **params)[0] == ascending, params
+            for limit in (1, 2, 3, 4, 5, 7, len(ascending), len(ascending) + 1):
+                got, pages = _newest_first(client, url, limit, **params)
+                assert got == ascending[::-1], (params, limit)
+                assert pages == len(ascending) // limit + 1  # a full last page: then an empty one
+                divides.add(len(ascending) % limit == 0)
+        assert divides == {True, False}
+
+        # a keyset cursor: trials added meanwhile do not shift the older pages
+        first = client.get(url, params={"order": "desc", "limit": 10}).json()
+        client.post(f"/v1/studies/{sid}/suggestions",
+                    json={"worker_id": "late", "count": 3}).raise_for_status()
+        rest = client.get(url, params={"order": "desc", "limit": 1000,
+                                       "after": first["next_after"]}).json()["trials"]
+        assert first["trials"] + rest == everything[::-1]
+        newest = client.get(url, params={"order": "desc", "limit": 1}).json()["trials"]
+        assert newest[0]["t"] == everything[-1]["t"] + 3
+
+
+def test_bad_order_or_cursor_is_422_naming_the_field(database_url, tmp_path):
+    with app_client(database_url, tmp_path) as client:
+        sid = create_study(client)["id"]
+        url = f"/v1/studies/{sid}/trials"
+        for params, field, words in (
+                ({"order": "sideways"}, "order", "'asc' or 'desc'"),
+                ({"order": "DESC"}, "order", "'asc' or 'desc'"),
+                ({"order": "desc", "after": -1}, "after", "omit it for the newest"),
+                ({"order": "desc", "after": -7}, "after", "greater than or equal"),
+                ({"after": -2}, "after", "greater than or equal"),
+                ({"order": "desc", "after": "x"}, "after", "valid integer")):
+            answer = client.get(url, params=params)
+            assert answer.status_code == 422, (params, answer.text)
+            assert answer.json()["field"] == field and words in answer.json()["detail"], params
+        assert client.get(url, params={"order": "desc", "after": 0}).json() == {
+            "trials": [], "next_after": None}
 
 
 def test_bad_filters_are_422_naming_the_field(database_url, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx2
 import pytest
@@ -39,7 +40,7 @@ def _fmt(v: float) -> str:
 
 def test_newest_trials_first_in_a_large_study_with_filters(served, page):
     _, http = served
-    n = 1100  # more than the API's largest page: the page looks back over windows of t
+    n = 1100  # more than the API's largest page
     sid = create_study(http, name="large", candidates=candidates(n + 100).tolist(),
                        engine=UNIFORM)["id"]
     body = {"observations": [{"candidate": i, "value": float(i)} for i in range(n)]}
@@ -54,26 +55,53 @@ def test_newest_trials_first_in_a_large_study_with_filters(served, page):
     def first(status: str) -> list[int]:
         return [t["t"] for t in newest if t["status"] == status][:10]
 
-    asked: list[str] = []
-    page.on("request", lambda r: asked.append(r.url)
-            if "/trials?" in r.url and "status=" not in r.url else None)
+    # the trials table's requests (the failed trials' box asks for its own, without order=)
+    asked: list[dict[str, str]] = []
+    page.on("request", lambda r: asked.append(dict(parse_qsl(urlsplit(r.url).query)))
+            if "/trials?" in r.url and "order=" in r.url else None)
+    seen = 0
+
+    def one_request(**params: str) -> None:
+        """The table's rows came from one request since the last check, with these params."""
+        nonlocal seen
+        assert asked[seen:] == [{"limit": "11", **params}], asked[seen:]
+        seen = len(asked)
+
     page.goto(f"{http.base_url}/ui/studies/{sid}?page_size=10")
     _wait_rows(page, "trials", [t["t"] for t in newest[:10]])
-    assert len(asked) == 1, asked  # unfiltered, the newest page is one request
+    one_request(order="desc")  # the newest page: no cursor
     assert f"trials 1-10 of {n + 38}, newest first" in page.text_content("#page-info")
     page.click("#page-next")
     _wait_rows(page, "trials", [t["t"] for t in newest[10:20]])
+    one_request(order="desc", after=str(newest[9]["t"]))  # t < the last one shown
 
     page.select_option("#status-filter", "completed")  # behind 30 running trials
     _wait_rows(page, "trials", first("completed"))
+    one_request(order="desc", status="completed")
     page.click("#page-next")
     _wait_rows(page, "trials", [t["t"] for t in newest if t["status"] == "completed"][10:20])
+    one_request(order="desc", status="completed", after=str(first("completed")[-1]))
     page.select_option("#status-filter", "failed")
     _wait_rows(page, "trials", first("failed"))
+    one_request(order="desc", status="failed")
     assert page.is_disabled("#page-next")
+    page.select_option("#status-filter", "running")  # exactly 3 pages: no empty fourth
+    for k in range(3):
+        if k:
+            page.click("#page-next")
+        _wait_rows(page, "trials", first("running") if k == 0 else
+                   [t["t"] for t in newest if t["status"] == "running"][10 * k:10 * k + 10])
+        one_request(order="desc", status="running",
+                    **({"after": str(newest[10 * k - 1]["t"])} if k else {}))
+    assert page.is_disabled("#page-next")
+    assert "trials 21-30 of 30, newest first" in page.text_content("#page-info")
+    page.select_option("#trials-order", "oldest")  # oldest first: the same, ascending
+    _wait_rows(page, "trials", [t["t"] for t in reversed(newest[20:30])])
+    one_request(order="asc", status="running")
     page.select_option("#status-filter", "abandoned")
     page.wait_for_function("() => document.querySelector('#page-info').textContent"
                            " === 'no abandoned trials'")
+    one_request(order="asc", status="abandoned")
 
 
 def test_log_scales_lengthscale_steps_and_the_best_observation(served, page):

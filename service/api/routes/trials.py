@@ -229,19 +229,32 @@ def parse_observations_csv(raw: bytes) -> list[tuple[int, float]]:
 @router.get("/trials")
 def list_trials(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep,
                 runtimes: RuntimesDep,
-                after: Annotated[int, Query(ge=-1, le=2**62)] = -1,
+                after: Annotated[int | None, Query(
+                    ge=-1, le=2**62, description="The cursor: the t the previous page ended at "
+                    "(its next_after), exclusive; omitted: the first page of the order (-1 too "
+                    "with order=asc)")] = None,
                 limit: PageSize = 100,
+                order: Annotated[Literal["asc", "desc"], Query(
+                    description="asc: oldest first (t ascending); desc: newest first")] = "asc",
                 status: TrialStatus | None = None,
                 worker_id: Annotated[str | None, Query(min_length=1, max_length=200,
                                                      pattern=r"^[^\x00-\x1f]+$")] = None,
                 batch: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
                 kind: Literal["suggested", "imported"] | None = None) -> TrialPage:
-    """Trials in t order after ``after`` (keyset pagination: fast at any depth), optionally
-    only those with the given status, worker, batch and kind (each an index range)."""
+    """Trials in t order (``order=asc``, the default) or newest first (``order=desc``), a page
+    after the cursor ``after`` in that order: with asc the trials with t > after, with desc
+    those with t < after. Keyset pagination, fast at any depth: pass the answer's
+    ``next_after`` as ``after`` (with the same order and filters) until it is null. Optionally
+    only the trials with the given status, worker, batch and kind (each an index range, read
+    forwards or backwards)."""
+    if order == "desc" and after is not None and after < 0:
+        raise Invalid("after must be a trial's t (>= 0) with order=desc; omit it for the "
+                      "newest trials", field="after")
     study = owned(session, study_id, owner)
     page = queries.trial_page(session, study_id, after=after,
                               limit=min(limit, settings.page_limit), status=status,
-                              worker_id=worker_id, batch=batch, kind=kind)
+                              worker_id=worker_id, batch=batch, kind=kind,
+                              descending=order == "desc")
     decode = studies.ParameterDecoder(session, study, runtimes.candidates(study_id))
     decode.prefetch(t.candidate for t in page)
     return TrialPage(trials=[studies.trial_public(t, decode(t.candidate)) for t in page],

@@ -483,63 +483,29 @@ const paramsText = (parameters) => Object.entries(parameters).map(([k, v]) =>
 
 function studyPage(id) {
   const base = "/v1/studies/" + id;
-  // cursors[i]: where page i starts, oldest first the API's after= (t > it), newest first the
-  // highest t it may show (Infinity: the latest); null past the last page
-  const start = (order) => order === "oldest" ? -1 : Infinity;
+  // cursors[i]: the API's after= of page i (undefined: the first page, newest or oldest), the
+  // t the page before it ended at; null past the last page. One request per page: the API pages
+  // newest first itself (order=desc, then after= means t < after).
   const filter = document.getElementById("status-filter");
   const order = document.getElementById("trials-order");  // (a browser may restore them)
-  const pages = {status: filter.value, order: order.value, cursors: [start(order.value)],
-                 index: 0};
+  const pages = {status: filter.value, order: order.value, cursors: [undefined], index: 0};
   let study = null;
   let seen = "";
   let dispatch = null, dispatchPolls = 0;
 
-  // The trials of the status filter with after < t <= hi in t order, a page of 1000 at a time.
-  const between = async (after, hi) => {
-    const found = [];
-    for (;;) {
-      const params = new URLSearchParams({after, limit: 1000});
-      if (pages.status) params.set("status", pages.status);
-      const page = await json(base + "/trials?" + params);
-      found.push(...page.trials.filter((t) => t.t <= hi));
-      const last = page.trials.length ? page.trials[page.trials.length - 1].t : hi;
-      if (page.next_after === null || last >= hi) return found;
-      after = page.next_after;
-    }
-  };
-
-  // The newest PAGE_SIZE trials of the filter with t <= hi, newest first, and whether there are
-  // older ones. The API lists in t order only (after=): look back from the newest t over a window
-  // that grows until it holds more than a page, fetching only the part each step adds. Trials
-  // are numbered t = 0, 1, 2, ..., so without a filter the first window (two pages) is enough:
-  // one request.
-  const newest = async (hi, total) => {
-    const top = Math.min(hi, study.n_trials - 1);
-    let found = [], upper = hi;
-    for (let width = total <= 1000 ? Infinity : 2 * PAGE_SIZE; ; width *= 4) {
-      const after = Math.max(-1, top - width);
-      found = (await between(after, upper)).concat(found);
-      upper = after;
-      if (found.length > PAGE_SIZE || after === -1) {
-        return {trials: found.slice(-PAGE_SIZE).reverse(), older: found.length > PAGE_SIZE};
-      }
-    }
-  };
-
   const refreshTrials = async () => {
     const total = pages.status ? study.counts[pages.status] : study.n_trials;
     const cursor = pages.cursors[pages.index];
-    let trials, next;
-    if (pages.order === "oldest") {
-      const params = new URLSearchParams({after: cursor, limit: PAGE_SIZE});
-      if (pages.status) params.set("status", pages.status);
-      const page = await json(base + "/trials?" + params);
-      [trials, next] = [page.trials, page.next_after];
-    } else {
-      const page = await newest(cursor, total);
-      trials = page.trials;
-      next = page.older ? trials[trials.length - 1].t - 1 : null;
-    }
+    // one trial more than a page: whether an older (newer) one follows, so that "next" is off
+    // on the last page even when the count is a multiple of the page size
+    const params = new URLSearchParams({order: pages.order === "oldest" ? "asc" : "desc",
+                                        limit: PAGE_SIZE + 1});
+    if (cursor !== undefined) params.set("after", cursor);
+    if (pages.status) params.set("status", pages.status);
+    const page = await json(base + "/trials?" + params);
+    const trials = page.trials.slice(0, PAGE_SIZE);
+    // (a server whose page limit is below PAGE_SIZE + 1 answers fewer, with next_after)
+    const next = page.trials.length > PAGE_SIZE ? trials[PAGE_SIZE - 1].t : page.next_after;
     const body = document.querySelector("#trials tbody");
     body.replaceChildren();
     for (const t of trials) {
@@ -720,8 +686,8 @@ function studyPage(id) {
 
   for (const select of [filter, order]) {
     select.addEventListener("change", () => {
-      Object.assign(pages, {status: filter.value, order: order.value,
-                            cursors: [start(order.value)], index: 0});
+      Object.assign(pages, {status: filter.value, order: order.value, cursors: [undefined],
+                            index: 0});
       refreshTrials().catch((e) => say(e.message, true));
     });
   }
