@@ -49,6 +49,15 @@ LAYOUT = """<!doctype html>
 """
 
 STUDIES_BODY = """<h1>Studies</h1>
+<div id="queue" class="queue" hidden>
+  <p><span id="queue-text"></span> <small id="queue-detail" class="muted"></small></p>
+  <details id="queue-workers-box" hidden><summary id="queue-workers-summary"></summary>
+    <table id="queue-workers" class="data">
+      <thead><tr><th>worker</th><th>state</th><th>current job</th><th>last heartbeat</th></tr>
+      </thead>
+      <tbody></tbody>
+    </table></details>
+</div>
 <div class="toolbar">
   <label for="studies-filter">find</label>
   <input id="studies-filter" type="search" placeholder="name, strategy or status"
@@ -76,7 +85,8 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
 <p id="study-facts" class="muted"></p>
 <p id="study-best" class="best"></p>
 <p id="dispatch" class="dispatch" hidden><span id="dispatch-text"></span>
-  <progress id="dispatch-progress" max="1" value="0"></progress></p>
+  <progress id="dispatch-progress" max="1" value="0"></progress>
+  <span id="dispatch-hint" class="warn" hidden></span></p>
 <section class="plots">
   <figure><figcaption><span>best value observed so far vs evaluations</span>{log_best}
     </figcaption>

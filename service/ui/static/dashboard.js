@@ -359,6 +359,86 @@ function showHyperparameters(study) {
   }
 }
 
+// ---------------------------------------------------------------- workers' queue
+
+// The Redis queue the server dispatches to (GET /v1/queue: always 200, its redis field says
+// "ok", "unreachable" or "not configured"), or null when it cannot be had. Never throws, so
+// that the rest of the page is shown whatever happens to it: a network error or a server
+// error gives {redis: "error", detail}; a server without the route (404) gives null and
+// gone() is true from then on (the page stops asking).
+function queueSource() {
+  let missing = false;
+  const read = async () => {
+    if (missing) return null;
+    try {
+      return await json("/v1/queue");
+    } catch (error) {
+      if (error instanceof AuthNeeded) return null;  // the key form is shown already
+      if (error.status === 404) { missing = true; return null; }
+      return {redis: "error", detail: error.message || String(error)};
+    }
+  };
+  return {read, gone: () => missing};
+}
+
+// An ISO time as UTC when it names no zone (RQ's heartbeats are UTC).
+const utc = (iso) => /(Z|[+-]\d\d:?\d\d)$/i.test(iso) ? iso : iso + "Z";
+
+// "no worker is listening on the queue: start `bbkb worker`" as text and a code element.
+function noWorkerHint() {
+  const command = document.createElement("code");
+  command.textContent = "bbkb worker";
+  return ["no worker is listening on the queue: start ", command];
+}
+
+// The queue line above the studies: its workers and jobs, a warning when Redis does not answer,
+// a discreet note without Redis, and a table of the workers (folded).
+function showQueue(state) {
+  const box = document.getElementById("queue");
+  box.hidden = state === null;
+  if (state === null) return;
+  box.dataset.redis = state.redis;
+  const text = document.getElementById("queue-text");
+  const detail = document.getElementById("queue-detail");
+  detail.textContent = state.detail ? `(${state.detail})` : "";
+  text.title = state.detail || "";
+  const workers = state.redis === "ok" ? state.workers : [];
+  box.dataset.workers = workers.length;
+  if (state.redis === "ok") {
+    const busy = workers.filter((w) => w.current_job || w.state === "busy").length;
+    const parts = [`Workers: ${workers.length}` + (workers.length ? ` (${busy} busy)` : "") +
+      ` \u00b7 jobs: ${state.queued} queued, ${state.started} running, ${state.failed} failed`];
+    if (!workers.length && state.queued) {
+      const hint = document.createElement("span");
+      hint.className = "warn";
+      hint.id = "queue-hint";
+      hint.append(...noWorkerHint());
+      parts.push(" \u2014 ", hint);
+    }
+    text.replaceChildren(...parts);
+  } else if (state.redis === "unreachable") {
+    text.textContent = "\u26a0 Redis unreachable: server-side dispatches cannot send trials " +
+      "to the workers";
+  } else if (state.redis === "not configured") {
+    text.textContent = "No Redis configured (server-side dispatch off)";
+  } else {
+    text.textContent = "Queue state unavailable";
+  }
+  const folded = document.getElementById("queue-workers-box");
+  folded.hidden = !workers.length;
+  document.getElementById("queue-workers-summary").textContent =
+    workers.length === 1 ? "the worker" : `the ${workers.length} workers`;
+  const body = document.querySelector("#queue-workers tbody");
+  body.replaceChildren();
+  for (const w of workers) {
+    const row = body.insertRow();
+    cell(row, w.name);
+    cell(row, w.state);
+    cell(row, w.current_job);
+    cell(row, w.last_heartbeat ? ago(utc(w.last_heartbeat)) : "").title = w.last_heartbeat || "";
+  }
+}
+
 // ---------------------------------------------------------------- studies page
 
 // The studies whose name, strategy, mode or status contain every word of the search text
@@ -423,7 +503,9 @@ function studiesPage() {
       render();
     });
   }
+  const queue = queueSource();
   poll(async () => {
+    const queueState = queue.read();  // meanwhile (it never throws)
     const found = [];  // every page (keyset pagination: follow next_after)
     for (let after = 0; after !== null;) {
       const page = await json("/v1/summaries?limit=1000&after=" + after);
@@ -432,6 +514,7 @@ function studiesPage() {
     }
     rows = found;
     render();
+    showQueue(await queueState);
   });
 }
 
@@ -674,14 +757,34 @@ function studyPage(id) {
     showDispatch(dispatch, study);
   };
 
+  // While the dispatch runs, the workers' queue is asked for at every poll (never otherwise):
+  // a hint when no worker listens (its jobs wait in Redis: the most common reason a dispatch
+  // does not progress) or when Redis does not answer. Without Redis on this server, or when
+  // the queue cannot be had, no hint.
+  const queue = queueSource();
+  const refreshQueue = async () => {
+    const hint = document.getElementById("dispatch-hint");
+    const state = dispatch && dispatch.status === "running" ? await queue.read() : null;
+    const idle = state !== null && state.redis === "ok" && !state.workers.length;
+    const lost = state !== null && state.redis === "unreachable";
+    hint.hidden = !idle && !lost;
+    hint.dataset.reason = idle ? "no-worker" : lost ? "unreachable" : "";
+    hint.title = lost ? state.detail || "" : "";
+    if (idle) hint.replaceChildren(...noWorkerHint());
+    else if (lost) hint.textContent = "Redis unreachable: no trials are sent until it answers";
+  };
+
   const refresh = async () => {
     study = await json(base);
     showStudy();
     const state = JSON.stringify([study.counts, study.n_batches, study.status]);
     await refreshDispatch(state !== seen);
-    if (state === seen) return;
-    await Promise.all([refreshPlots(), refreshFailed(), refreshTrials()]);
-    seen = state;
+    const queueShown = refreshQueue();  // meanwhile (it never throws)
+    if (state !== seen) {
+      await Promise.all([refreshPlots(), refreshFailed(), refreshTrials()]);
+      seen = state;
+    }
+    await queueShown;
   };
 
   for (const select of [filter, order]) {
