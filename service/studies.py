@@ -24,7 +24,8 @@ from .store import queries
 from .store.models import Batch, Study, Trial
 
 #: The engine settings that are booleans (any other may not be one in a new study).
-_BOOLEAN_KEYS = frozenset(f.name for f in dataclasses.fields(EngineConfig) if f.type == "bool")
+_BOOLEAN_KEYS = frozenset(f.name for f in dataclasses.fields(EngineConfig)
+                          if "bool" in str(f.type).split(" | "))
 
 
 def engine_invalid(exc: EngineError) -> Invalid:

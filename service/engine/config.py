@@ -93,8 +93,10 @@ class EngineConfig:
     hyperparameters: str | None = None
     #: Candidate scaling (normalize.py); None: "zscore" under "auto", "none" under "fixed".
     normalize: str | None = None
-    #: Under "auto": one lengthscale per dimension (ARD) instead of one for all.
-    ard: bool = False
+    #: Under "auto": one lengthscale per dimension (ARD) where BIC prefers them to one for all
+    #: (True); only where the evidence for them is ARD_MARGIN times BIC's price, i.e. inputs
+    #: the values ignore ("auto"); never (False).
+    ard: bool | str = "auto"
     #: VALUE_SCALINGS (Strategy._value_scaling). The defaults of noise (xi), rkhs_bound (F)
     #: and the prior mean 0 are the papers': values on [0, 1]. Raw -Branin (values -300 to
     #: -0.4), 10 seeds, mean best after 400 evaluations: -0.52 under "unit", -1.85 as given
@@ -149,9 +151,10 @@ class EngineConfig:
             raise ConfigError("the lengthscale is chosen by the engine under hyperparameters "
                               "'auto': drop it, or set hyperparameters 'fixed'",
                               field="kernel.lengthscale")
-        if not isinstance(self.ard, bool) or (self.ard and mode != "auto"):
-            raise ConfigError("ard must be a boolean, and true only with hyperparameters 'auto'",
-                              field="ard")
+        if not (isinstance(self.ard, bool) or self.ard == "auto") or (
+                self.ard is True and mode != "auto"):
+            raise ConfigError("ard must be true, false or 'auto', and true only with "
+                              "hyperparameters 'auto'", field="ard")
         object.__setattr__(self, "hyperparameters", mode)
         normalize = self.normalize or ("zscore" if mode == "auto" else "none")
         _choice("normalize", normalize, NORMALIZERS)
@@ -166,7 +169,7 @@ class EngineConfig:
         unused = [name for name, default in (
             ("kernel", self.kernel.to_dict() == make_kernel(None).to_dict()),
             ("hyperparameters", self.hyperparameters == "auto"),
-            ("normalize", self.normalize == "zscore"), ("ard", not self.ard),
+            ("normalize", self.normalize == "zscore"), ("ard", self.ard is not True),
             ("normalize_values", self.normalize_values == "unit")) if not default]
         if unused:
             raise ConfigError(f"strategy {self.strategy!r} uses {_OWN_MODELS[self.strategy]}: "

@@ -32,6 +32,7 @@ from .exact import ExactPosterior
 from .goucb import GOUCBModel, check_network
 from .gssbo import GSSBOModel, ucb_beta
 from .hyperparameters import (
+    ARD_MARGIN,
     FLOOR_START_RATIO,
     NEIGHBOUR_CORRELATION,
     REFIT_MIN_ARMS,
@@ -652,7 +653,8 @@ class Strategy:
             inducing = dictionary if len(dictionary) <= FIT_INDUCING else np.sort(
                 rng.choice(dictionary, size=FIT_INDUCING, replace=False))
         result = fit(self._normalized[arms], values, prior=Prior(self._prior_lengthscale()),
-                     rng=rng, kernel=cfg.kernel.name, ard=cfg.ard,
+                     rng=rng, kernel=cfg.kernel.name, ard=bool(cfg.ard),
+                     ard_margin=ARD_MARGIN if cfg.ard == "auto" else 1.0,
                      inducing=None if inducing is None else self._normalized[inducing], start=last,
                      trust=None if last is None else REFIT_TRUST,
                      restarts=2 if last is None else 0, max_points=500 if exact else 2000)

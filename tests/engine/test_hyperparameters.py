@@ -10,6 +10,7 @@ from scipy import optimize
 
 from service.engine import ConfigError, EngineConfig, Strategy
 from service.engine.hyperparameters import (
+    ARD_MARGIN,
     FLOOR_START_RATIO,
     LAM_FLOOR,
     NEIGHBOUR_CORRELATION,
@@ -175,6 +176,24 @@ def test_ard_keeps_one_lengthscale_unless_bic_prefers_one_per_dimension():
     assert len(one.hyperparameters.lengthscale) == 1
     first, *others = per_dim.hyperparameters.lengthscale
     assert len(others) == 2 and first < min(others) / 3
+    margin = fit(X, axis + noise, prior=prior, rng=np.random.default_rng(0), ard=True,
+                 ard_margin=ARD_MARGIN)
+    assert margin.hyperparameters == per_dim.hyperparameters  # ignored inputs: far above it
+
+
+def test_the_ard_margin_keeps_one_lengthscale_for_a_mild_anisotropy():
+    """Lengthscales 0.25 and 0.5: BIC alone prefers two, ARD_MARGIN times its price does not
+    (ard "auto", the engine's default, is for inputs the values ignore)."""
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 2))
+    Xs = X / np.array([0.25, 0.5])
+    K = RBF(lengthscale=1.0)(Xs, Xs) + 1e-8 * np.eye(len(X))
+    y = np.linalg.cholesky(K) @ rng.standard_normal(len(X)) + 0.05 * rng.standard_normal(60)
+    prior = Prior(lengthscale=median_distance(X, np.random.default_rng(0)))
+    bic = fit(X, y, prior=prior, rng=np.random.default_rng(0), ard=True)
+    held = fit(X, y, prior=prior, rng=np.random.default_rng(0), ard=True, ard_margin=ARD_MARGIN)
+    assert len(bic.hyperparameters.lengthscale) == 2
+    assert len(held.hyperparameters.lengthscale) == 1
 
 
 def test_median_distance_of_a_regular_grid():
@@ -184,6 +203,25 @@ def test_median_distance_of_a_regular_grid():
 
 
 # ---------------------------------------------------------------------------- in the engine
+def test_the_default_gives_inputs_the_values_ignore_their_own_long_lengthscale():
+    """ard "auto" (the default): x2..x5 do not move the values, and the kernel ends with one
+    lengthscale per input, the ignored ones 10x longer; ard False keeps one for all."""
+    rng = np.random.default_rng(0)
+    X = rng.random((400, 6))
+    f = np.exp(-((X[:, 0] - 0.6) ** 2 + (X[:, 1] - 0.3) ** 2) / 0.05)
+    config = dict(strategy="bbkb", mode="sync", seed=0, explore=1.0)
+    assert EngineConfig(**config).ard == "auto"
+    lengthscales = {}
+    for ard in ("auto", False):
+        strategy = Strategy(X, **config, ard=ard)
+        run(strategy, f, 400, np.random.default_rng(0))
+        lengthscales[ard] = strategy.hyperparameters.lengthscale
+    assert len(lengthscales["auto"]) == 6
+    assert 10 * max(lengthscales["auto"][:2]) < min(lengthscales["auto"][2:])
+    assert len(lengthscales[False]) == 1
+    assert EngineConfig(strategy="gssbo", ard=False).ard is False  # stored before "auto"
+
+
 def _auto_config(**overrides) -> EngineConfig:
     return EngineConfig(**({"lam": 0.5, "seed": 5, "mode": "sync"} | overrides))
 
@@ -455,6 +493,8 @@ def test_kernel_states_round_trip_and_older_ones_have_no_source():
     ({"hyperparameters": "auto", "kernel": {"name": "rbf", "lengthscale": 2.0}},
      "kernel.lengthscale"),
     ({"ard": True, "kernel": {"name": "rbf", "lengthscale": 2.0}}, "ard"),
+    ({"ard": "yes"}, "ard"),
+    ({"ard": 1}, "ard"),
     ({"normalize": "minmax"}, "normalize"),
     ({"hyperparameters": "sometimes"}, "hyperparameters"),
 ])
