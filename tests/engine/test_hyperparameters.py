@@ -181,6 +181,28 @@ def test_ard_keeps_one_lengthscale_unless_bic_prefers_one_per_dimension():
     assert margin.hyperparameters == per_dim.hyperparameters  # ignored inputs: far above it
 
 
+def test_the_ard_fit_starts_from_the_isotropic_optimum_only(monkeypatch):
+    """The one-lengthscale fit runs from the prior's centre and its restarts; the ARD fit
+    beside it only from where that one ended (the prior's starts doubled to quintupled a
+    refit's time), and still finds the inputs the values ignore."""
+    rng = np.random.default_rng(2)
+    X = rng.random((80, 3))
+    y = np.sin(6.0 * X[:, 0]) + 0.05 * rng.standard_normal(80)
+    starts: list[int] = []
+    minimize = optimize.minimize
+
+    def counted(fun, x0, *args, **kwargs):  # type: ignore[no-untyped-def]
+        starts.append(len(x0))
+        return minimize(fun, x0, *args, **kwargs)
+
+    monkeypatch.setattr(optimize, "minimize", counted)
+    result = fit(X, y, prior=Prior(lengthscale=1.0), rng=np.random.default_rng(0), ard=True,
+                 restarts=2)
+    assert starts == [3, 3, 3, 5]  # isotropic: 1 + 2 lengthscale-s2-noise; ARD: 3 + 2, once
+    first, *others = result.hyperparameters.lengthscale
+    assert len(others) == 2 and first < min(others) / 3
+
+
 def test_the_ard_margin_keeps_one_lengthscale_for_a_mild_anisotropy():
     """Lengthscales 0.25 and 0.5: BIC alone prefers two, ARD_MARGIN times its price does not
     (ard "auto", the engine's default, is for inputs the values ignore)."""
