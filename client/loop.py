@@ -282,13 +282,16 @@ class Outage:
     """Rides out an unavailable server (a restart) for :func:`optimize` and
     :meth:`Study.wait <client.Study.wait>`: :meth:`call` retries a request, on top of the
     client's own retries, until the server has been unavailable for ``max_outage`` seconds
-    (``backoff``: the client's, the first pause between tries, at least 0.05 s)."""
+    (``backoff``: the client's, the first pause between tries, at least 0.05 s), or until the
+    ``deadline`` (a time.monotonic() value) of a wait with a timeout has passed."""
 
-    def __init__(self, max_outage: float, backoff: float) -> None:
+    def __init__(self, max_outage: float, backoff: float,
+                 deadline: float | None = None) -> None:
         if not max_outage >= 0:
             raise ValueError("max_outage must be >= 0 seconds")
         self.max_outage = max_outage
         self.backoff = max(backoff, 0.05)
+        self.deadline = deadline
         self.down_since: float | None = None
         #: When the first attempt of the request that found the server down was sent.
         self.failing_since = 0.0
@@ -305,12 +308,14 @@ class Outage:
                 now = time.monotonic()
                 if self.down_since is None:  # max_outage counts from here: after the retries
                     self.down_since, self.failing_since = now, started
-                if now - self.down_since >= self.max_outage:
+                if now - self.down_since >= self.max_outage or (
+                        self.deadline is not None and now >= self.deadline):
                     raise
                 # since the first attempt of the first failed request, its own retries included
                 log.warning("server unavailable for %.1f s, retrying: %s",
                             now - self.failing_since, exc)
-                time.sleep(pause)
+                time.sleep(pause if self.deadline is None
+                           else max(0.0, min(pause, self.deadline - now)))
                 pause = min(pause * 2, 10.0)
                 continue
             self.down_since = None

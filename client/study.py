@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -178,28 +179,37 @@ class Study:
             self.client.request("GET", self._path("/batches")).json()).batches
 
     def export_csv(self, path: str | os.PathLike[str]) -> Path:
-        """Write every trial (named parameters as columns) to a CSV file, streamed. The file
-        appears only once complete (written beside it, then renamed): if the connection breaks
-        meanwhile, ServerUnavailable and ``path`` is left as it was."""
+        """Write every trial (named parameters as columns) to a CSV file, streamed. A file
+        appears only once complete (written beside it, then renamed over it, its mode kept; a
+        symlink's file is replaced and the link kept): if the connection breaks meanwhile,
+        ServerUnavailable and ``path`` is left as it was. A pipe or a device (``/dev/stdout``)
+        is written to directly."""
         target = Path(path)
+        final = Path(os.path.realpath(target))
+        atomic = not final.exists() or final.is_file()
         response = self.client.request("GET", self._path("/export"), stream=True)
-        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.part")
+        partial = final.with_name(f".{final.name}.{uuid.uuid4().hex[:12]}.part") if atomic \
+            else final
         try:
             try:
-                out = partial.open("xb")
+                out = partial.open("xb" if atomic else "wb")
             except OSError as exc:  # named by the path asked for, not the temporary one
                 raise type(exc)(exc.errno, exc.strerror, str(target)) from None
             with out:
                 for chunk in response.iter_bytes():
                     out.write(chunk)
-            os.replace(partial, target)
+            if atomic:
+                if final.exists():
+                    shutil.copymode(final, partial)
+                os.replace(partial, final)
         except httpx2.TransportError as exc:
             raise ServerUnavailable(f"GET {self.client.url}{self._path('/export')}: the answer "
                                     f"broke off: {type(exc).__name__}: {exc}",
                                     attempts=1) from exc
         finally:
             response.close()
-            partial.unlink(missing_ok=True)
+            if atomic:
+                partial.unlink(missing_ok=True)
         return target
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -259,11 +269,12 @@ class Study:
         flight while the study itself is not active (paused: its dispatch sends no trials
         until :meth:`resume`, so the wait would never end). A study without a dispatch returns
         at once, ``status`` None. A server restart is ridden out as by :meth:`optimize`:
-        ServerUnavailable once the server has been unavailable for ``max_outage`` seconds."""
+        ServerUnavailable once the server has been unavailable for ``max_outage`` seconds, or
+        at ``timeout`` if it is still unavailable then."""
         import time
 
-        outage = Outage(max_outage, self.client.backoff)
         deadline = None if timeout is None else time.monotonic() + timeout
+        outage = Outage(max_outage, self.client.backoff, deadline)
         status = outage.call(self.dispatch_status)
         bar = _progress_bar(status.n_evaluations or 0) if progress else None
         try:

@@ -111,8 +111,9 @@ class Dispatcher:
 
         queue = Queue(QUEUE, connection=self.probe)
         workers = Worker.all(connection=self.probe, queue=queue)
-        return {"queued": queue.count, "started": queue.started_job_registry.count,
-                "failed": queue.failed_job_registry.count,
+        return {"queued": queue.count,  # (a read: no registry cleanup, which may fail jobs)
+                "started": queue.started_job_registry.get_job_count(cleanup=False),
+                "failed": queue.failed_job_registry.get_job_count(cleanup=False),
                 "workers": sorted(({"name": w.name, "state": _state(w),
                                     "current_job": w.get_current_job_id(),
                                     "last_heartbeat": w.last_heartbeat} for w in workers),
@@ -303,6 +304,7 @@ def complete_and_next(session: Session, runtime, study: Study, *, trial_id: int,
 
 
 def _state(worker: Any) -> str:
-    """An RQ worker's state as a plain string (RQ returns a WorkerStatus enum or a str)."""
-    state = worker.get_state()
-    return str(getattr(state, "value", state))
+    """An RQ worker's state as a plain string (RQ returns a WorkerStatus enum or a str, and
+    "?" for a worker registered but not yet in a state: "starting")."""
+    state = str(getattr(worker.get_state(), "value", worker.get_state()))
+    return "starting" if state == "?" else state

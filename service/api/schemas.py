@@ -346,7 +346,7 @@ class StudyHistory(BaseModel):
 
 class QueueWorker(BaseModel):
     name: str
-    state: str = Field(description="RQ's worker state: idle, busy, suspended, ...")
+    state: str = Field(description="RQ's worker state: starting, idle, busy, suspended, ...")
     current_job: str | None = Field(default=None, description="The RQ job it evaluates.")
     last_heartbeat: datetime | None = None
 

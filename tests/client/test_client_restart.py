@@ -69,3 +69,30 @@ def test_wait_rides_out_a_server_restart(tmp_path):
             restarted.join()  # even if wait gave up: no server left running
         second.stop()
         redis.stop()
+
+
+def test_a_wait_with_a_timeout_gives_up_on_a_down_server_at_the_timeout():
+    """The outage ride-out of wait() ignored its timeout: with the server down, wait(timeout=1)
+    raised only after max_outage (120 s by default). Now ServerUnavailable at the timeout;
+    here max_outage is an hour, and the wait must end long before it."""
+    import socket
+
+    from client.errors import ServerUnavailable
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    outcome: list[BaseException] = []
+
+    def wait() -> None:
+        with Client(url, retries=1, backoff=0.05) as sdk:
+            try:
+                sdk.study(1, fetch=False).wait(progress=False, timeout=0.5, max_outage=3600)
+            except BaseException as exc:  # noqa: BLE001 - the test inspects it
+                outcome.append(exc)
+
+    waiting = threading.Thread(target=wait, daemon=True)
+    waiting.start()
+    waiting.join(timeout=120)  # a bound on a hang, not a timing assertion
+    assert not waiting.is_alive(), "wait() went on past its timeout while the server was down"
+    assert len(outcome) == 1 and isinstance(outcome[0], ServerUnavailable)

@@ -251,6 +251,35 @@ def test_records_dataframe_and_csv(bbkb, tmp_path):
     assert list(frame.columns[-2:]) == ["lr", "param_value"]
 
 
+def test_an_export_keeps_links_modes_and_pipes(bbkb, tmp_path):
+    """Writing beside the path and renaming (so that a broken download leaves no half file)
+    replaced a symlink by a file, a pipe's reader got nothing, and a 0600 file became 0644;
+    now the link's file is replaced, a pipe is written to, and the mode is kept."""
+    import os
+    import stat
+    import threading
+
+    study = bbkb.create_study("paths", candidates=np.eye(3))
+    study.import_observations([(0, 1.0), (1, 2.0)])
+    real = tmp_path / "real.csv"
+    real.write_text("older\n")
+    real.chmod(0o600)
+    link = tmp_path / "link.csv"
+    link.symlink_to(real)
+    assert study.export_csv(link) == link
+    assert link.is_symlink() and real.read_text().startswith("trial_id,")
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()), daemon=True)
+    reader.start()
+    study.export_csv(pipe)
+    reader.join(timeout=60)
+    assert stat.S_ISFIFO(pipe.stat().st_mode)
+    assert received and received[0].decode().count("\n") == 3  # the header and 2 trials
+
+
 def test_an_export_cut_off_raises_server_unavailable_and_leaves_the_path_alone(relayed,
                                                                              tmp_path):
     """A connection lost mid-download leaked httpx2's ReadError and left half a CSV at the

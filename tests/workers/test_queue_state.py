@@ -45,7 +45,7 @@ def test_the_queue_shows_waiting_jobs_live_workers_and_a_lost_redis(system):
     system["workers"] += runner.spawn(system["redis"].url, 2,
                                       env={"BBKB_URL": url, "BBKB_TEST_DELAY": "1.0"})
     busy = _until(url, lambda s: len(s["workers"]) == 2 and s["started"] >= 1)
-    assert {w["state"] for w in busy["workers"]} <= {"idle", "busy", "started"}
+    assert {w["state"] for w in busy["workers"]} <= {"starting", "idle", "busy", "started"}
     assert any(w["current_job"] for w in busy["workers"])
     assert all(w["last_heartbeat"] for w in busy["workers"])
     done = _until(url, lambda s: s["queued"] == 0 and s["started"] == 0, timeout=120)
