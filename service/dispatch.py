@@ -103,6 +103,11 @@ class Dispatcher:
         self.probe = Redis.from_url(redis_url, socket_connect_timeout=PROBE_SECONDS,
                                     socket_timeout=PROBE_SECONDS)
 
+    def close(self) -> None:
+        """Close the Redis connections (the app's shutdown)."""
+        self.redis.close()
+        self.probe.close()
+
     def queue_state(self) -> dict[str, Any]:
         """The workers' queue as Redis holds it: jobs waiting, being evaluated and failed, and
         the live workers listening on it (RQ's registries; a worker missing its heartbeats

@@ -93,6 +93,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         for thread in threads:
             thread.join(timeout=5)
         engine.dispose()
+        if app.state.dispatcher is not None:
+            app.state.dispatcher.close()
 
     app = FastAPI(title="bbkb-service", version="0.1.0", lifespan=lifespan,
                   description="Distributed asynchronous batch evaluation driven by BBKB.",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from redis import RedisError
 
@@ -17,11 +20,28 @@ async def get_queue(request: Request, owner: OwnerDep) -> QueueState:
     """Jobs waiting, being evaluated and failed in the workers' queue, and the live workers.
     Always 200: ``redis`` says whether this server has Redis and whether it answered (within
     a 2 s timeout), so a dashboard can show an outage instead of an error."""
-    dispatcher = request.app.state.dispatcher
-    if dispatcher is None:
+    if request.app.state.dispatcher is None:
         return QueueState(redis="not configured")
     try:
-        state = await run_in_threadpool(dispatcher.queue_state)
+        state = await _probe(request.app)
     except RedisError as exc:
         return QueueState(redis="unreachable", detail=f"{type(exc).__name__}: {exc}")
     return QueueState(redis="ok", **state)
+
+
+async def _probe(app: FastAPI) -> dict[str, Any]:
+    """The queue's state, one probe at a time: requests that come while one runs share its
+    answer (a Redis that hangs holds one thread of the pool the API's routes run in, not one
+    per request)."""
+    loop = asyncio.get_running_loop()
+    running: asyncio.Future[dict[str, Any]] | None = getattr(app.state, "queue_probe", None)
+    if running is None or running.done() or running.get_loop() is not loop:
+        running = asyncio.ensure_future(run_in_threadpool(app.state.dispatcher.queue_state))
+        running.add_done_callback(_retrieved)  # no "never retrieved" log if all left
+        app.state.queue_probe = running
+    return await asyncio.shield(running)
+
+
+def _retrieved(done: asyncio.Future[Any]) -> None:
+    if not done.cancelled():
+        done.exception()
