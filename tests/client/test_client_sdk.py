@@ -187,14 +187,20 @@ def test_failed_upload_leaves_no_half_created_study(bbkb):
     assert bbkb.studies() == []
 
 
-def test_trials_follow_pages(bbkb, relayed):
-    sdk, relay = relayed()
-    study = sdk.create_study("many", candidates=np.random.default_rng(0).random((400, 2)),
+def _many_trials(sdk, relay, name: str):  # type: ignore[no-untyped-def]
+    """A study with 250 trials handed out (t 0..249), the first 100 completed (value t)."""
+    study = sdk.create_study(name, candidates=np.random.default_rng(0).random((400, 2)),
                              engine={"strategy": "uniform", "batch_size": 300})
     asked = study.ask("w", count=250).trials
     for trial in asked[:100]:
         study.tell(trial.id, float(trial.t))
     relay.calls.clear()
+    return study
+
+
+def test_trials_follow_pages(bbkb, relayed):
+    sdk, relay = relayed()
+    study = _many_trials(sdk, relay, "many")
     every = list(study.trials(page_size=100))
     assert [t.t for t in every] == list(range(250))
     assert sum(c[1].endswith("/trials") for c in relay.calls) == 3
@@ -204,12 +210,7 @@ def test_trials_follow_pages(bbkb, relayed):
 
 def test_trials_newest_first_page_by_page(bbkb, relayed):
     sdk, relay = relayed()
-    study = sdk.create_study("recent", candidates=np.random.default_rng(0).random((400, 2)),
-                             engine={"strategy": "uniform", "batch_size": 300})
-    asked = study.ask("w", count=250).trials
-    for trial in asked[:100]:
-        study.tell(trial.id, float(trial.t))
-    relay.calls.clear()
+    study = _many_trials(sdk, relay, "recent")
     newest = list(study.trials(page_size=100, newest_first=True))
     assert [t.t for t in newest] == list(range(249, -1, -1))
     assert sum(c[1].endswith("/trials") for c in relay.calls) == 3
