@@ -347,7 +347,8 @@ class StudyHistory(BaseModel):
 class QueueWorker(BaseModel):
     name: str
     state: str = Field(description="RQ's worker state: starting, idle, busy, suspended, ...")
-    current_job: str | None = Field(default=None, description="The RQ job it evaluates.")
+    current_job: str | None = Field(default=None, description=(
+        "The RQ job it evaluates, if of a study of the caller's (one pool serves every owner)."))
     last_heartbeat: datetime | None = None
 
 

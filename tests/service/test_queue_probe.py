@@ -1,4 +1,5 @@
-"""GET /v1/queue probes Redis once at a time: requests arriving meanwhile share its answer."""
+"""GET /v1/queue probes Redis once at a time (requests arriving meanwhile share its answer) and
+shows each owner only the jobs of its own studies."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from fastapi.testclient import TestClient
 
 from service.api.app import create_app
 from service.api.routes import queue as queue_routes
+from service.api.routes.queue import own_jobs
+from service.auth import create_key
 from service.settings import Settings
+from service.store.database import transaction
+from service.store.models import Study
+
+from .helpers import app_client, create_study
 
 
 def test_concurrent_queue_requests_share_one_probe(redis_url, tmp_path, monkeypatch):
@@ -49,3 +56,29 @@ def test_concurrent_queue_requests_share_one_probe(redis_url, tmp_path, monkeypa
         client.get("/v1/queue")  # once answered, the next request probes again
         assert len(probes) == 2
     app.state.sessions.kw["bind"].dispose()
+
+
+def test_a_worker_shows_its_job_only_to_the_owner_of_its_study(tmp_path):
+    """One pool of workers serves every owner, and a job id names its study: GET /v1/queue
+    showed every owner the jobs of everyone's studies."""
+    with app_client(f"sqlite:///{tmp_path / 'o.db'}", tmp_path, auth="keys") as client:
+        with transaction(client.app.state.sessions) as session:
+            keys = {name: create_key(session, name) for name in ("alice", "bob")}
+        sid = {}
+        for name, key in keys.items():
+            client.headers.update({"Authorization": f"Bearer {key}"})
+            sid[name] = create_study(client, name="s")["id"]
+        with transaction(client.app.state.sessions) as session:
+            owner = {name: session.get(Study, sid[name]).owner_id for name in sid}
+        workers = [{"name": n, "state": "busy", "current_job": job, "last_heartbeat": None}
+                   for n, job in (("a", f"bbkb-{sid['alice']}-1-0"),
+                                  ("b", f"bbkb-{sid['bob']}-2-1"),
+                                  ("r", f"bbkb-{sid['alice']}-3-0-r1f2e"),
+                                  ("x", "some-other-job"), ("i", None))]
+        seen = {name: {w["name"]: w["current_job"]
+                       for w in own_jobs(client.app, owner[name], workers)} for name in owner}
+    assert seen["alice"] == {"a": f"bbkb-{sid['alice']}-1-0", "b": None,
+                             "r": f"bbkb-{sid['alice']}-3-0-r1f2e", "x": None, "i": None}
+    assert seen["bob"] == {"a": None, "b": f"bbkb-{sid['bob']}-2-1", "r": None, "x": None,
+                           "i": None}
+    assert workers[0]["current_job"] == f"bbkb-{sid['alice']}-1-0"  # the shared answer kept

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from redis import RedisError
+from sqlalchemy import select
 
+from ...store.database import transaction
+from ...store.models import Study
 from ..deps import OwnerDep
 from ..schemas import QueueState
 
@@ -26,7 +30,27 @@ async def get_queue(request: Request, owner: OwnerDep) -> QueueState:
         state = await _probe(request.app)
     except RedisError as exc:
         return QueueState(redis="unreachable", detail=f"{type(exc).__name__}: {exc}")
-    return QueueState(redis="ok", **state)
+    workers = await run_in_threadpool(own_jobs, request.app, owner, state["workers"])
+    return QueueState(redis="ok", **{**state, "workers": workers})
+
+
+#: An evaluation job's id names its study: ``bbkb-<study>-<trial>-<attempt>[-r<hex>]``.
+_JOB_STUDY = re.compile(r"bbkb-(\d{1,10})-")
+
+
+def own_jobs(app: FastAPI, owner: int, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``workers`` with each current job shown only if it evaluates a study of ``owner``: one
+    pool of workers serves every owner, and a job id names its study (new dicts: the probe's
+    answer is shared between requests)."""
+    studies = {w["current_job"]: int(m.group(1)) for w in workers
+               if w["current_job"] and (m := _JOB_STUDY.match(w["current_job"]))}
+    mine: set[int] = set()
+    if studies:
+        with transaction(app.state.read_sessions) as session:
+            mine = set(session.scalars(select(Study.id).where(
+                Study.id.in_(set(studies.values())), Study.owner_id == owner)))
+    return [{**w, "current_job": w["current_job"] if studies.get(w["current_job"]) in mine
+             else None} for w in workers]
 
 
 async def _probe(app: FastAPI) -> dict[str, Any]:
