@@ -15,6 +15,7 @@ top-up.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import uuid
 from datetime import datetime, timedelta
@@ -47,6 +48,16 @@ PROBE_SECONDS = 2.0
 
 def job_id(trial: Trial) -> str:
     return f"bbkb-{trial.study_id}-{trial.id}-{trial.attempt}"
+
+
+#: A job id's study (repaired jobs add ``-r<hex>`` to :func:`job_id`'s form).
+_JOB_STUDY = re.compile(r"bbkb-(\d{1,10})-")
+
+
+def job_study(job: str) -> int | None:
+    """The study of an evaluation job's id (:func:`job_id`), None for another job."""
+    found = _JOB_STUDY.match(job)
+    return int(found.group(1)) if found else None
 
 
 def payload(runtime, trial: Trial, plan: dict[str, Any]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
@@ -311,5 +322,6 @@ def complete_and_next(session: Session, runtime, study: Study, *, trial_id: int,
 def _state(worker: Any) -> str:
     """An RQ worker's state as a plain string (RQ returns a WorkerStatus enum or a str, and
     "?" for a worker registered but not yet in a state: "starting")."""
-    state = str(getattr(worker.get_state(), "value", worker.get_state()))
-    return "starting" if state == "?" else state
+    state = worker.get_state()
+    text = str(getattr(state, "value", state))
+    return "starting" if text == "?" else text

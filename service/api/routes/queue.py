@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -11,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from redis import RedisError
 from sqlalchemy import select
 
+from ...dispatch import job_study
 from ...store.database import transaction
 from ...store.models import Study
 from ..deps import OwnerDep
@@ -34,21 +34,17 @@ async def get_queue(request: Request, owner: OwnerDep) -> QueueState:
     return QueueState(redis="ok", **{**state, "workers": workers})
 
 
-#: An evaluation job's id names its study: ``bbkb-<study>-<trial>-<attempt>[-r<hex>]``.
-_JOB_STUDY = re.compile(r"bbkb-(\d{1,10})-")
-
-
 def own_jobs(app: FastAPI, owner: int, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``workers`` with each current job shown only if it evaluates a study of ``owner``: one
     pool of workers serves every owner, and a job id names its study (new dicts: the probe's
     answer is shared between requests)."""
-    studies = {w["current_job"]: int(m.group(1)) for w in workers
-               if w["current_job"] and (m := _JOB_STUDY.match(w["current_job"]))}
+    studies = {w["current_job"]: job_study(w["current_job"]) for w in workers
+               if w["current_job"]}
     mine: set[int] = set()
-    if studies:
+    if any(studies.values()):
         with transaction(app.state.read_sessions) as session:
             mine = set(session.scalars(select(Study.id).where(
-                Study.id.in_(set(studies.values())), Study.owner_id == owner)))
+                Study.id.in_(set(studies.values()) - {None}), Study.owner_id == owner)))
     return [{**w, "current_job": w["current_job"] if studies.get(w["current_job"]) in mine
              else None} for w in workers]
 

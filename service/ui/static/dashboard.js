@@ -381,9 +381,6 @@ function queueSource() {
   return {read, gone: () => missing};
 }
 
-// An ISO time as UTC when it names no zone (RQ's heartbeats are UTC).
-const utc = (iso) => /(Z|[+-]\d\d:?\d\d)$/i.test(iso) ? iso : iso + "Z";
-
 // "no worker is listening on the queue: start `bbkb worker`" as text and a code element.
 function noWorkerHint() {
   const command = document.createElement("code");
@@ -435,7 +432,7 @@ function showQueue(state) {
     cell(row, w.name);
     cell(row, w.state);
     cell(row, w.current_job);
-    cell(row, w.last_heartbeat ? ago(utc(w.last_heartbeat)) : "").title = w.last_heartbeat || "";
+    cell(row, w.last_heartbeat ? ago(w.last_heartbeat) : "").title = w.last_heartbeat || "";
   }
 }
 
