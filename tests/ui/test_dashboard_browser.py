@@ -157,6 +157,31 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
     assert shot.stat().st_size > 10_000
 
 
+def test_trial_pages_count_right_under_a_lower_server_page_limit(server_factory, tmp_path, page,
+                                                                 rest_client):
+    """A server whose page limit (4) is below the dashboard's page size (10) answers shorter
+    pages; the label counts the trials the pages held, not page number x page size."""
+    url = f"sqlite:///{tmp_path / 'bbkb.db'}"
+    server = server_factory({"BBKB_DATABASE_URL": url, "BBKB_AUTH": "none",
+                             "BBKB_DATA_DIR": str(tmp_path), "BBKB_PAGE_LIMIT": "4"})
+    http = rest_client(server.url)
+    sid = create_study(http, name="short pages", engine=ASYNC_BBKB)["id"]
+    every = sorted((t["t"] for t in run_trials(http, sid, 10)), reverse=True)
+    page.goto(f"{server.url}/ui/studies/{sid}?poll=300&page_size=10")
+    _wait_rows(page, "trials", every[:4])
+    assert "trials 1-4 of 10, newest first" in page.text_content("#page-info")
+    page.click("#page-next")
+    _wait_rows(page, "trials", every[4:8])
+    assert "page 2: trials 5-8 of 10" in page.text_content("#page-info")
+    page.click("#page-next")
+    _wait_rows(page, "trials", every[8:])
+    assert "page 3: trials 9-10 of 10" in page.text_content("#page-info")
+    assert page.is_disabled("#page-next")
+    page.click("#page-prev")
+    _wait_rows(page, "trials", every[4:8])
+    assert "trials 5-8 of 10" in page.text_content("#page-info")
+
+
 def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_path, page,
                                                          artifacts, rest_client):
     _, server = _server(server_factory, tmp_path, "none")

@@ -565,10 +565,12 @@ function studyPage(id) {
   const base = "/v1/studies/" + id;
   // cursors[i]: the API's after= of page i (undefined: the first page, newest or oldest), the
   // t the page before it ended at; null past the last page. One request per page: the API pages
-  // newest first itself (order=desc, then after= means t < after).
+  // newest first itself (order=desc, then after= means t < after). starts[i]: how many trials
+  // the pages before page i held (fewer than PAGE_SIZE each under a lower server page limit).
   const filter = document.getElementById("status-filter");
   const order = document.getElementById("trials-order");  // (a browser may restore them)
-  const pages = {status: filter.value, order: order.value, cursors: [undefined], index: 0};
+  const pages = {status: filter.value, order: order.value, cursors: [undefined],
+                 starts: [0], index: 0};
   let study = null;
   let seen = "";
   let dispatch = null, dispatchPolls = 0;
@@ -602,9 +604,10 @@ function studyPage(id) {
       cell(row, t.error, "error");
     }
     pages.cursors[pages.index + 1] = next;
+    pages.starts[pages.index + 1] = pages.starts[pages.index] + trials.length;
     document.getElementById("page-prev").disabled = pages.index === 0;
     document.getElementById("page-next").disabled = next === null;
-    const first = pages.index * PAGE_SIZE;
+    const first = pages.starts[pages.index];
     document.getElementById("page-info").textContent = trials.length
       ? `page ${pages.index + 1}: trials ${first + 1}-${first + trials.length} of ${total}, ` +
         (pages.order === "oldest" ? "oldest first" : "newest first")
@@ -787,7 +790,7 @@ function studyPage(id) {
   for (const select of [filter, order]) {
     select.addEventListener("change", () => {
       Object.assign(pages, {status: filter.value, order: order.value, cursors: [undefined],
-                            index: 0});
+                            starts: [0], index: 0});
       refreshTrials().catch((e) => say(e.message, true));
     });
   }
