@@ -42,8 +42,10 @@ PREFIX = "rq-"
 REPAIR_GRACE_SECONDS = 10.0
 #: RQ job statuses after which a job carries no trial any more.
 ENDED = ("finished", "failed", "stopped", "canceled")
-#: Connect and read timeout of the queue-state probe (GET /v1/queue), seconds.
+#: Connect and read timeout of each command of the queue-state probe (GET /v1/queue), and the
+#: probe's whole deadline (about 4 + 3 round trips per worker), seconds.
 PROBE_SECONDS = 2.0
+PROBE_DEADLINE_SECONDS = 4.0
 
 
 def job_id(trial: Trial) -> str:

@@ -3,8 +3,12 @@ shows each owner only the jobs of its own studies."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit
 
 from fastapi.testclient import TestClient
 
@@ -82,3 +86,61 @@ def test_a_worker_shows_its_job_only_to_the_owner_of_its_study(tmp_path):
     assert seen["bob"] == {"a": None, "b": f"bbkb-{sid['bob']}-2-1", "r": None, "x": None,
                            "i": None}
     assert workers[0]["current_job"] == f"bbkb-{sid['alice']}-1-0"  # the shared answer kept
+
+
+@contextmanager
+def slow_proxy(redis_url: str, delay: float) -> Iterator[str]:
+    """A TCP relay to the real Redis at ``redis_url`` that holds each request ``delay`` seconds
+    before passing it on: a Redis that answers every command, slowly. Yields its URL."""
+    target = urlsplit(redis_url)
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def pump(src: socket.socket, dst: socket.socket, wait: float) -> None:
+        try:
+            while chunk := src.recv(65536):
+                time.sleep(wait)
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for end in (src, dst):
+                end.close()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            server = socket.create_connection((target.hostname, target.port))
+            threading.Thread(target=pump, args=(client, server, delay), daemon=True).start()
+            threading.Thread(target=pump, args=(server, client, 0.0), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"redis://127.0.0.1:{listener.getsockname()[1]}{target.path or ''}"
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+
+
+def test_a_redis_too_slow_for_the_probe_is_reported_at_its_deadline(redis_url, tmp_path,
+                                                                     monkeypatch):
+    """Each command of the probe had its 2 s timeout, the probe none: a Redis answering every
+    command, slowly, held a request for about 4 + 3 round trips per worker."""
+    monkeypatch.setattr(queue_routes, "PROBE_DEADLINE_SECONDS", 0.5)
+    with slow_proxy(redis_url, delay=0.3) as slow_url:
+        app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'q.db'}",
+                                  redis_url=slow_url, auth="none", data_dir=tmp_path))
+        with TestClient(app) as client:
+            answer = client.get("/v1/queue")
+            assert answer.status_code == 200
+            body = answer.json()
+            assert body["redis"] == "unreachable"
+            assert "too slowly" in body["detail"] and "0.5 s" in body["detail"]
+            assert app.state.dispatcher.queue_state()["queued"] == 0  # it does answer
+        app.state.sessions.kw["bind"].dispose()

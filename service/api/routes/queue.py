@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from redis import RedisError
 from sqlalchemy import select
 
-from ...dispatch import job_study
+from ...dispatch import PROBE_DEADLINE_SECONDS, job_study
 from ...store.database import transaction
 from ...store.models import Study
 from ..deps import OwnerDep
@@ -22,12 +22,16 @@ router = APIRouter(prefix="/v1", tags=["dispatch"])
 @router.get("/queue")
 async def get_queue(request: Request, owner: OwnerDep) -> QueueState:
     """Jobs waiting, being evaluated and failed in the workers' queue, and the live workers.
-    Always 200: ``redis`` says whether this server has Redis and whether it answered (within
-    a 2 s timeout), so a dashboard can show an outage instead of an error."""
+    Always 200: ``redis`` says whether this server has Redis and whether it answered (each
+    command within 2 s, the whole probe within 4 s), so a dashboard can show an outage instead
+    of an error."""
     if request.app.state.dispatcher is None:
         return QueueState(redis="not configured")
-    try:
-        state = await _probe(request.app)
+    try:  # (the probe goes on after a timeout; the next requests share it)
+        state = await asyncio.wait_for(_probe(request.app), timeout=PROBE_DEADLINE_SECONDS)
+    except TimeoutError:
+        return QueueState(redis="unreachable", detail="Redis answers too slowly: the queue's "
+                          f"state took over {PROBE_DEADLINE_SECONDS:g} s")
     except RedisError as exc:
         return QueueState(redis="unreachable", detail=f"{type(exc).__name__}: {exc}")
     workers = await run_in_threadpool(own_jobs, request.app, owner, state["workers"])
