@@ -188,7 +188,8 @@ class Study:
         final = Path(os.path.realpath(target))
         atomic = not final.exists() or final.is_file()
         response = self.client.request("GET", self._path("/export"), stream=True)
-        partial = final.with_name(f".{final.name}.{uuid.uuid4().hex[:12]}.part") if atomic \
+        # (a name of its own: the target's with a suffix could pass the file system's limit)
+        partial = final.with_name(f".bbkb-export-{uuid.uuid4().hex[:12]}.part") if atomic \
             else final
         try:
             try:

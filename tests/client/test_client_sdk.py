@@ -254,8 +254,9 @@ def test_records_dataframe_and_csv(bbkb, tmp_path):
 
 def test_an_export_keeps_links_modes_and_pipes(bbkb, tmp_path):
     """Writing beside the path and renaming (so that a broken download leaves no half file)
-    replaced a symlink by a file, a pipe's reader got nothing, and a 0600 file became 0644;
-    now the link's file is replaced, a pipe is written to, and the mode is kept."""
+    replaced a symlink by a file, a pipe's reader got nothing, a 0600 file became 0644, and a
+    name near the file system's limit failed (the temporary one was longer); now the link's file
+    is replaced, a pipe is written to, the mode is kept and the longest name works."""
     import os
     import stat
     import threading
@@ -279,6 +280,9 @@ def test_an_export_keeps_links_modes_and_pipes(bbkb, tmp_path):
     reader.join(timeout=60)
     assert stat.S_ISFIFO(pipe.stat().st_mode)
     assert received and received[0].decode().count("\n") == 3  # the header and 2 trials
+    longest = tmp_path / ("x" * (os.pathconf(tmp_path, "PC_NAME_MAX") - 4) + ".csv")
+    assert study.export_csv(longest).read_text().count("\n") == 3  # its temporary name fits
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]  # and is gone
 
 
 def test_an_export_cut_off_raises_server_unavailable_and_leaves_the_path_alone(relayed,
