@@ -159,6 +159,12 @@ class _Run:
     def n_done(self) -> int:
         return self.n_completed + self.n_failed
 
+    @property
+    def n_in_progress(self) -> int:
+        """Trials being evaluated and not counted yet: a trial handed again after a lost lease
+        runs twice, and one copy may go on after the other's outcome was counted."""
+        return len({trial.id for _, trial, _ in self.running.values()} - self.counted)
+
     def loop(self, pool: Executor) -> None:
         while self.n_done < self.n:
             self.fill(pool)
@@ -178,7 +184,7 @@ class _Run:
         if time.monotonic() < self.ask_after:
             return
         self.ask_after = 0.0
-        while self.free and self.n_done + len(self.running) < self.n:
+        while self.free and self.n_done + self.n_in_progress < self.n:
             slot = self.free[-1]
             answer = self.call(self.study.ask, self.workers[slot], count=1)
             if not answer.trials:

@@ -253,3 +253,41 @@ def test_a_trial_handed_again_after_its_lease_was_lost_counts_once(tmp_path, mak
         assert (result.n_completed, result.n_failed) == (3 - n_failed, n_failed)
         assert (counts["completed"], counts["failed"], counts["running"]) == \
             (3 - n_failed, n_failed, 0)
+
+
+def test_a_slot_asks_for_a_new_trial_while_a_counted_trial_still_runs(tmp_path, make_app,
+                                                                       monkeypatch):
+    """A trial handed again after its lost lease, and told by its second copy, still took a
+    place among the trials in progress while its first copy ran: with two slots and three
+    evaluations, the free slot sat idle until that copy ended. Now it asks for the third."""
+    from fastapi.testclient import TestClient
+
+    from client import Client
+
+    with TestClient(make_app(tmp_path, reaper_interval=0.05)) as http, \
+            Client(http=http, backoff=0.001) as sdk:
+        study = sdk.create_study("idle", candidates=np.random.default_rng(7).random((40, 2)),
+                                 engine={"strategy": "uniform"}, lease_seconds=0.3)
+        monkeypatch.setattr(study, "heartbeat", lambda *args, **kwargs: None)  # never arrive
+        seen: list[tuple[float, float]] = []
+        third = threading.Event()
+        lock = threading.Lock()
+        while_first_ran: list[bool] = []
+
+        def fn(x0: float, x1: float) -> float:
+            with lock:
+                first = not seen
+                if (x0, x1) not in seen:
+                    seen.append((x0, x1))
+                if len(seen) == 3:
+                    third.set()
+            if first:  # outlives its lease; its second copy is told meanwhile
+                while_first_ran.append(third.wait(10))
+                return x0
+            while len(seen) < 3 and study.info.counts["pending"] == 0:
+                time.sleep(0.02)  # the other slot asks again once the first trial is back
+            return x0
+
+        result = study.optimize(fn, 3, n_workers=2, progress=False)
+        assert while_first_ran == [True], "the free slot waited for the first copy to end"
+        assert result.n_completed == 3 and study.info.counts["completed"] == 3
