@@ -57,6 +57,7 @@ from .errors import NumericalError
 from .exact import ExactPosterior
 from .hyperparameters import (
     Hyperparameters,
+    KernelState,
     Prior,
     exact_log_likelihood,
     median_distance,
@@ -169,10 +170,16 @@ class GSSPosterior(ExactPosterior):
 
     def __init__(self, candidates: np.ndarray, hp: Hyperparameters, arms: np.ndarray,
                  values: np.ndarray, pending: np.ndarray, y_mean: float, y_scale: float,
-                 buffer: Buffer | None = None) -> None:
-        """``hp`` is in units of ``y_scale``; the GP models (values - y_mean) / y_scale."""
+                 buffer: Buffer | None = None, fitted_at: int = 0) -> None:
+        """``hp`` is in units of ``y_scale``; the GP models (values - y_mean) / y_scale.
+        ``fitted_at``: the observations ``hp`` was fitted on (0: the default values)."""
         super().__init__(Matern52(hp.lengthscale[0], hp.variance), candidates, hp.noise)
         self.hyperparameters, self.buffer = hp, buffer
+        #: what the batch records and the API shows: lengthscale on the unit-scaled candidates,
+        #: lam = noise / signal variance, the variances in the values' units
+        self.kernel_state = KernelState(
+            hp.lengthscale, hp.noise / hp.variance, hp.variance * y_scale**2,
+            hp.noise * y_scale**2, fitted_at, "fit" if fitted_at else "start")
         self.y_mean, self.y_scale = y_mean, y_scale
         self._factor_observed(np.asarray(arms, dtype=np.int64))
         for arm in pending:
@@ -341,7 +348,7 @@ class GSSBOModel:
         if not np.array_equal(keep, pilot):  # refit on U, starting from the pilot's values
             hp = map_fit(X[keep], ys[keep], prior, [hp])
         self.last = GSSPosterior(self.X, hp, arms[keep], values[keep], pending,
-                                 float(values[keep].mean()), scale, buffer)
+                                 float(values[keep].mean()), scale, buffer, len(values))
         if self.time_rule is not None:
             self.time_rule.record(time.perf_counter() - started, len(values))
         return self.last

@@ -30,7 +30,7 @@ from .dictionary import resparsify, uncertainty_sampling, warm_start_dictionary
 from .errors import CandidateError, SelectionError
 from .exact import ExactPosterior
 from .goucb import GOUCBModel, check_network
-from .gssbo import GSSBOModel, ucb_beta
+from .gssbo import GSSBOModel, GSSPosterior, ucb_beta
 from .hyperparameters import (
     ARD_MARGIN,
     FLOOR_START_RATIO,
@@ -78,6 +78,8 @@ EXACT_FIT_ARMS = 300
 #: of them took 15 s (the first ask's whole cost; resparsifying takes 0.1 s).
 FIT_INDUCING = 128
 _NO_DICTIONARY = ("uniform",) + _EXACT + LITERATURE_STRATEGIES
+#: Strategies whose batches use none of the engine's kernel: no model, or their own
+_OWN_MODEL = ("uniform", *LITERATURE_STRATEGIES)
 STREAM_LITERATURE = 4
 #: Values observed up to this many noise sd (xi) outside [0, 1] are still in it: on values
 #: rescaled to [0, 1] with N(0, 0.01^2) noise, shifting by the lowest noisy value put the prior
@@ -192,6 +194,7 @@ class Strategy:
         self._normalized = choose_scaling(self.candidates, config.normalize).apply(
             self.candidates)
         self._install_kernel(self._initial_kernel_state() if hyper is None else hyper)
+        self._batch_hyper = self._hyper if config.strategy not in _OWN_MODEL else None
         self._literature = self._literature_model()
         self.batches: list[BatchInfo] = []
         self.replay_mismatches = 0
@@ -357,13 +360,16 @@ class Strategy:
         return offset + scale * self._posterior.mean, self._posterior.variance_start.copy()
 
     @property
-    def hyperparameters(self) -> KernelState:
-        """The kernel hyper-parameters of the current batch (fixed inside a batch)."""
-        return self._hyper
+    def hyperparameters(self) -> KernelState | None:
+        """The kernel hyper-parameters of the current batch (fixed inside a batch): the
+        engine's kernel, GSSBO's own fit (:meth:`GSSPosterior.kernel_state`), or None where
+        the batch uses no kernel (uniform, GO-UCB's network, GSSBO's initial design)."""
+        return self._batch_hyper
 
     def state(self) -> EngineState:
+        hyper = None if self._batch_hyper is None else self._batch_hyper.to_dict()
         return EngineState(self._batch, self._batch_start, self._dictionary.copy(),
-                           self._records.columns(), self._hyper.to_dict())
+                           self._records.columns(), hyper)
 
     @classmethod
     def restore(cls, candidates: Any, config: EngineConfig | dict[str, Any],
@@ -371,7 +377,8 @@ class Strategy:
         """Rebuild from config, candidates and state; proposes what the live object would."""
         config = _resolve(config, {})
         stored = None  # the current batch's kernel: install, never refit (restarts stay exact)
-        if state.batch >= 0 and state.hyperparameters is not None:
+        if state.batch >= 0 and state.hyperparameters is not None \
+                and config.strategy not in _OWN_MODEL:  # (those rebuild theirs)
             stored = KernelState.from_dict(state.hyperparameters)
         strategy = cls.__new__(cls)
         strategy._setup(config, candidates, stored)  # no initial state: it would be replaced
@@ -465,6 +472,8 @@ class Strategy:
         pulled, observed = self._masks(start, b)
         self._values = self._value_scaling(observed)
         self._posterior = self._build_posterior(pulled, observed)
+        self._batch_hyper = self._hyper if self.config.strategy not in _OWN_MODEL else (
+            self._posterior.kernel_state if isinstance(self._posterior, GSSPosterior) else None)
         self._selector, self._rule = self._components(b, start)
         proposed = self._proposed_before_fit(start, pulled)
         if proposed is not None:
@@ -478,7 +487,8 @@ class Strategy:
                                       getattr(self._posterior, "dim", 0), seconds,
                                       resparsify_seconds=resparsify_seconds,
                                       dictionary=dictionary,
-                                      hyperparameters=self._hyper.to_dict()))
+                                      hyperparameters=None if self._batch_hyper is None
+                                      else self._batch_hyper.to_dict()))
 
     def _proposed_before_fit(self, start: int, pulled: np.ndarray) -> np.ndarray | None:
         """The distinct arms proposed (or imported) before ``start`` while the batch opening

@@ -134,3 +134,35 @@ def test_the_default_kernel_settings_round_trip_for_strategies_with_their_own_mo
     restoring them must not trip the refusal of kernel settings."""
     config = EngineConfig(strategy=strategy, kernel={"name": "rbf"})
     assert EngineConfig.from_dict(config.to_dict()) == config
+
+
+def test_batches_record_gssbos_own_fit_and_restores_keep_it():
+    """GSSBO's batches recorded the engine's start values (lengthscale 2.0, source "start"),
+    which its Matern GP never used: now each batch records the fit its posterior runs on."""
+    X, f = smooth_problem(n=150, d=2, seed=5)
+    cfg = EngineConfig(strategy="gssbo", gssbo_initial=4, gssbo_buffer=9, seed=7)
+    live = Strategy(X, cfg)
+    run(live, f, 20, np.random.default_rng(2))
+    assert live.batches[0].hyperparameters is None  # the initial design uses no model
+    model = live._posterior  # the current batch's GP
+    hp, scale = model.hyperparameters, model.y_scale
+    recorded = live.hyperparameters
+    assert recorded is not None and recorded.to_dict() == live.batches[-1].hyperparameters
+    assert recorded.source == "fit" and recorded.fitted_at == 19  # every observation so far
+    assert recorded.lengthscale == hp.lengthscale
+    assert recorded.variance == pytest.approx(hp.variance * scale**2)
+    assert recorded.noise == pytest.approx(hp.noise * scale**2)
+    assert recorded.lam == pytest.approx(hp.noise / hp.variance)
+    assert len({b.hyperparameters["lengthscale"][0] for b in live.batches[1:]}) > 1  # refits
+    restored = Strategy.restore(X, cfg, live.state())
+    assert restored.hyperparameters == recorded
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "go-ucb"])
+def test_strategies_without_a_kernel_record_no_hyperparameters(strategy):
+    X, f = smooth_problem(n=150, d=2, seed=5)
+    live = Strategy(X, EngineConfig(strategy=strategy, horizon=40, seed=7))
+    run(live, f, 20, np.random.default_rng(2))
+    assert live.hyperparameters is None and live.state().hyperparameters is None
+    assert all(b.hyperparameters is None for b in live.batches)
+    assert Strategy.restore(X, live.config, live.state()).hyperparameters is None

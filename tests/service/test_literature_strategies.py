@@ -27,8 +27,18 @@ def test_a_study_runs_with_each_literature_strategy(database_url, tmp_path, name
         assert info["n_batches"] >= 2  # past the initial design / Phase I
         best = client.get(f"/v1/studies/{study['id']}/best").json()
         assert best["value"] == max(t["value"] for t in done)
+        batches = client.get(f"/v1/studies/{study['id']}/batches").json()["batches"]
+        if name == "go-ucb":  # a network, no kernel: no hyper-parameters to show
+            assert info["hyperparameters"] is None
+            assert all(b["hyperparameters"] is None for b in batches)
+        else:  # GSSBO's own fit at the latest batch (the engine's start values before)
+            assert info["hyperparameters"] == batches[-1]["hyperparameters"]
+            assert info["hyperparameters"]["source"] == "fit"
+            assert 0 < info["hyperparameters"]["fitted_at"] <= len(done)
     with app_client(database_url, tmp_path) as client:  # a new server rebuilds the engine
         assert len(run_rounds(client, study["id"], 2)) >= 1
+        again = client.get(f"/v1/studies/{study['id']}").json()["hyperparameters"]
+        assert (again is None) == (name == "go-ucb")
 
 
 @pytest.mark.parametrize(("engine", "field"), [

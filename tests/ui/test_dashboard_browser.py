@@ -247,6 +247,29 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
     assert shot.stat().st_size > 10_000
 
 
+def test_a_gssbo_study_shows_its_own_fit(server_factory, tmp_path, page, rest_client):
+    """GSSBO fits its own Matern GP at each batch: the page shows that fit (it hid GSSBO's
+    hyper-parameters, whose batches recorded the engine's unused start values)."""
+    _, server = _server(server_factory, tmp_path, "none")
+    http = rest_client(server.url)
+    sid = create_study(http, name="gssbo", engine={
+        "strategy": "gssbo", "gssbo_initial": 4, "gssbo_buffer": 8, "mode": "async",
+        "seed": 1})["id"]
+    run_trials(http, sid, 12, count=1)
+    current = http.get(f"/v1/studies/{sid}").json()["hyperparameters"]
+    fitted = [b for b in http.get(f"/v1/studies/{sid}/batches").json()["batches"]
+              if b["hyperparameters"] is not None]  # all but the initial design
+    page.goto(f"{server.url}/ui/studies/{sid}?poll=300")
+    _wait_points(page, "plot-lengthscale", len(fitted))
+    shown = _hyperparameters(page)
+    assert {k: float(shown[k]) for k in ("lengthscale", "lam", "variance", "noise")} == {
+        "lengthscale": current["lengthscale"][0]} | {
+        k: current[k] for k in ("lam", "variance", "noise")}
+    assert page.text_content("#hyperparameters [data-key=source] td") == (
+        "GSSBO's fit at this batch")
+    assert page.text_content("#hyperparameters [data-key=mode] td").startswith("by GSSBO")
+
+
 def test_many_ard_dimensions_plot_their_geometric_mean(server_factory, tmp_path, page,
                                                        rest_client):
     _, server = _server(server_factory, tmp_path, "none")

@@ -310,10 +310,9 @@ function lengthscaleSeries(batches, names) {
   return [{y: ells.map(geometricMean), name: `geometric mean of ${q}`}];
 }
 
-// Strategies that use none of the engine's kernel: uniform random search has no model, GSSBO
-// and GO-UCB fit their own (engine/config.py LITERATURE_STRATEGIES); their batches still
-// record the engine's unused initial hyper-parameters, which the page does not show.
-const NO_KERNEL = ["uniform", "gssbo", "go-ucb"];
+// Strategies without a kernel: uniform random search has no model, GO-UCB a neural network
+// (their batches record no hyper-parameters). GSSBO's batches record its own Matern fit.
+const NO_KERNEL = ["uniform", "go-ucb"];
 const hasKernel = (study) => !NO_KERNEL.includes(study.strategy);
 
 // The current batch's hyper-parameters (GET /v1/studies/{id} .hyperparameters) as table rows;
@@ -327,15 +326,18 @@ function showHyperparameters(study) {
   document.getElementById("hyperparameters").hidden = hp === null;
   if (hp === null) return;
   const engine = study.spec.engine || {};
+  const gssbo = study.strategy === "gssbo";
   const scaled = engine.normalize && engine.normalize !== "none";
-  const rows = [["chosen", "mode", engine.hyperparameters === "auto"
-    ? "automatically (marginal likelihood)" : "fixed"],
-    ["inputs", "normalize", scaled ? `${engine.normalize}-normalised (lengthscales in those units)`
-      : "as given"]];
+  const rows = [["chosen", "mode", gssbo ? "by GSSBO: a Matern-5/2 fit on its buffer at each batch"
+    : engine.hyperparameters === "auto" ? "automatically (marginal likelihood)" : "fixed"],
+    ["inputs", "normalize", gssbo ? "scaled to [0, 1] by GSSBO (lengthscales in those units)"
+      : scaled ? `${engine.normalize}-normalised (lengthscales in those units)` : "as given"]];
   hp.lengthscale.forEach((v, j) => rows.push(hp.lengthscale.length === 1
     ? ["lengthscale", "lengthscale", v]
     : [`lengthscale ${study.parameter_names[j] || "x" + j}`, "lengthscale-" + j, v]));
-  const sources = {
+  const sources = gssbo ? {
+    start: "GSSBO's default values (fewer than 3 observations)",
+    fit: "GSSBO's fit at this batch"} : {
     start: "the start: the RMS distance between candidates (no fit kept yet)",
     floor: "the neighbour floor, the shortest that links nearest candidates: the fits put it "
       + "below, or the candidates are too sparse for the longer start",
