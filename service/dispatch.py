@@ -1,8 +1,9 @@
 """Server-side evaluation through Redis (RQ): keep a study's jobs in flight.
 
 For a study with an objective and dispatch ``running``, :meth:`Dispatcher.top_up` asks the
-engine for trials (each named for the RQ job that carries it: ``rq-bbkb-<study>-<trial>-<attempt>``)
-and enqueues one RQ job per trial: up to the
+engine for trials (each named for the RQ job that carries it:
+``rq-bbkb-<study>-<trial>-<attempt>-<hex>``, new at every hand-out) and enqueues one RQ job per
+trial: up to the
 study's parallelism in async mode, the whole batch in sync mode. Counting and asking happen
 inside the study's lock (Runtimes.mutate), so several server processes never over-dispatch;
 jobs are enqueued after the commit. The database stays the truth: :meth:`Dispatcher.repair`
@@ -48,11 +49,13 @@ PROBE_SECONDS = 2.0
 PROBE_DEADLINE_SECONDS = 4.0
 
 
-def job_id(trial: Trial) -> str:
-    return f"bbkb-{trial.study_id}-{trial.id}-{trial.attempt}"
+def job_id(trial: Trial, tag: str = "") -> str:
+    """A new job's id for ``trial``, unique: a released trial (a pause) keeps its attempt when
+    handed out again, and its old job, still queued, must not pass for the new one."""
+    return f"bbkb-{trial.study_id}-{trial.id}-{trial.attempt}-{tag}{uuid.uuid4().hex[:8]}"
 
 
-#: A job id's study (repaired jobs add ``-r<hex>`` to :func:`job_id`'s form).
+#: A job id's study (:func:`job_id`'s form).
 _JOB_STUDY = re.compile(r"bbkb-(\d{1,10})-")
 
 
@@ -265,7 +268,7 @@ class Dispatcher:
             if trial.status != "running" or trial.worker_id != worker_id \
                     or trial.lease_expires_at is not None:  # taken meanwhile
                 continue
-            trial.worker_id = f"{PREFIX}{job_id(trial)}-r{uuid.uuid4().hex[:8]}"
+            trial.worker_id = PREFIX + job_id(trial, "r")
             trial.started_at = now  # the grace period before a repair applies to the new job
             jobs.append((payload(runtime, trial, plan), int(plan.get("job_timeout", 3600))))
         return jobs

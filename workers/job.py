@@ -105,7 +105,7 @@ def evaluate_trial(payload: dict[str, Any]) -> int:
                      and time.monotonic() - started < CHAIN_SECONDS)
             job = _report(client, job, value, chain)
             if job is not None:
-                _restart_timeout(int(job.get("job_timeout", 0)))
+                _restart_timeout(int(job.get("job_timeout", 3600)))
     except AuthenticationError as exc:  # the key was revoked: every job would be lost alike
         _stop_worker(f"the API refused the worker's key mid-run ({exc.detail}); trial "
                      f"{job['trial_id'] if job else '?'} is left to its lease or, not taken "
@@ -144,7 +144,10 @@ def _evaluate(client: Client, payload: dict[str, Any], queued: bool = False) -> 
         except ValueError as exc:  # a bad spec: no worker can run it
             _fail(study, payload, str(exc), retryable=False)
             return None
-        return run(objective, payload["candidate"], payload["vector"], payload["parameters"])
+        try:
+            return run(objective, payload["candidate"], payload["vector"], payload["parameters"])
+        finally:  # the timeout is the objective's: the outcome's post may ride out an outage
+            _restart_timeout(0)
     except BadValue as exc:  # NaN, a string, beyond +-1e100: a retry would return it again
         _fail(study, payload, str(exc), retryable=False)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the objective's failure or timeout
@@ -214,6 +217,7 @@ def _report(client: Client, payload: dict[str, Any], value: float,
 
 def _restart_timeout(seconds: int) -> None:
     """Give a chained evaluation the full job timeout: re-arm RQ's SIGALRM death penalty (the
-    job runs in the worker's main thread); its JobTimeoutException fails the trial as above."""
-    if seconds > 0 and threading.current_thread() is threading.main_thread():
+    job runs in the worker's main thread); its JobTimeoutException fails the trial as above.
+    0 disarms it (the objective returned: posting its outcome is not timed)."""
+    if seconds >= 0 and threading.current_thread() is threading.main_thread():
         signal.alarm(seconds)

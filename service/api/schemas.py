@@ -282,7 +282,7 @@ class DispatchComplete(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    trial_id: int = Field(ge=1)
+    trial_id: int = Field(ge=1, le=2**62)  # as the paths' TrialId (SQL BIGINT)
     value: ResultValue
     worker_id: WorkerId
     next: bool = True

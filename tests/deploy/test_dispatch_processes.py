@@ -93,5 +93,6 @@ def test_repair_does_not_enqueue_a_trial_another_process_is_enqueuing(servers):
     assert b.state.dispatcher.repair(sid) == 2
     assert a.state.dispatcher.repair(sid) == 0  # b put them back: not enqueued twice
     repaired = sorted(queue.job_ids)  # each under a new name (-r<hex>), taken under the lock
-    assert [name.rpartition("-r")[0] for name in repaired] == sorted(
-        p["job_id"] for p, _ in handed)
+    assert [name.rpartition("-")[0] for name in repaired] == sorted(
+        p["job_id"].rpartition("-")[0] for p, _ in handed)  # bbkb-<study>-<trial>-<attempt>
+    assert all(name.rpartition("-")[2].startswith("r") for name in repaired)

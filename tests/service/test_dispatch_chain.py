@@ -65,6 +65,9 @@ def test_each_result_brings_the_next_trial_until_the_budget_is_spent(tmp_path, s
     again = _complete(client, sid, jobs[0], 1.0)  # a retried request: no-op, the same trial
     assert again.status_code == 200 and again.json()["next"] == chained
     assert _complete(client, sid, jobs[0], 2.0).status_code == 409
+    for trial_id in (2**63, 2**62 + 1):  # beyond SQL's BIGINT: a 500 before
+        beyond = _complete(client, sid, {**jobs[0], "trial_id": trial_id}, 1.0)
+        assert beyond.status_code == 422 and beyond.json()["field"] == "trial_id", beyond.text
 
     status = client.get(f"/v1/studies/{sid}/dispatch").json()
     assert status["in_flight"] == 2 and status["finished"] == 1  # parallelism is kept

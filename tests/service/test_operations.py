@@ -56,6 +56,15 @@ def test_probes_and_metrics(tmp_path):
         resampled = sum(b["resparsify_seconds"] is not None for b in batches)
         assert resampled >= 1 and f"bbkb_resparsify_seconds_count {resampled:.1f}" in text
         assert 'route="/v1/studies/{study_id}/suggestions"' in text
+        # a dispatch worker's result with no next trial is no suggestion (it counted as one)
+        (job,) = client.post(f"/v1/studies/{sid}/suggestions",
+                             json={"worker_id": "rq-manual"}).json()["trials"]
+        r = client.post(f"/v1/studies/{sid}/dispatch/complete",
+                        json={"trial_id": job["id"], "value": 2.0, "worker_id": "rq-manual"})
+        assert r.status_code == 200 and r.json()["next"] is None, r.text
+        text = client.get("/metrics").text
+        assert "bbkb_suggestions_total 3.0" in text
+        assert 'bbkb_results_total{outcome="completed"} 2.0' in text
 
 
 def test_bad_input_is_a_4xx_with_a_field_never_a_500(tmp_path):

@@ -33,3 +33,12 @@ def text(x0: float, x1: float) -> str:
 def hang(x0: float, x1: float) -> float:
     time.sleep(3600)
     return 0.0
+
+
+def logged(x0: float, x1: float) -> float:
+    """quadratic, appending one line per evaluation to $BBKB_TEST_LOG (counts evaluations),
+    then taking $BBKB_TEST_DELAY seconds (default 0)."""
+    with open(os.environ["BBKB_TEST_LOG"], "a", encoding="utf-8") as log:
+        log.write(f"{x0!r} {x1!r}\n")
+    time.sleep(float(os.environ.get("BBKB_TEST_DELAY", "0")))
+    return quadratic(x0, x1)

@@ -201,3 +201,57 @@ def test_the_sdk_pauses_and_resumes_a_dispatch(system):
         assert study.dispatch(2, parallelism=1).status == "running"
         with pytest.raises(ConflictError, match="is paused: its dispatch sends no trials"):
             study.wait(progress=False, poll=0.1, timeout=30)  # (it waited for good)
+
+
+def test_a_paused_and_resumed_dispatch_evaluates_each_trial_once(system, tmp_path):
+    """A pause releases the queued trials (their jobs stay in Redis) and a resume hands them
+    out again. The new jobs had the old ones' ids (study, trial, attempt: a release lowers the
+    attempt), so the old jobs passed the workers' check too: every trial was evaluated twice,
+    and each job's chained trials with it."""
+    from redis import Redis
+
+    url, log = system["server"].url, tmp_path / "evaluations.log"
+    sid = _study(url, "tests.workers.objective_fns:logged")
+    r = httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 6,
+                                                               "parallelism": 2})
+    assert r.status_code == 200, r.text
+    redis = Redis.from_url(system["redis"].url)
+    deadline = time.monotonic() + 30
+    while redis.llen("rq:queue:bbkb") < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert httpx2.post(f"{url}/v1/studies/{sid}/dispatch/pause").status_code == 200
+    deadline = time.monotonic() + 30  # the reaper gives the queued trials back
+    while any(t["status"] == "running" for t in _trials(url, sid)):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert httpx2.post(f"{url}/v1/studies/{sid}/dispatch/resume").status_code == 200
+    _start_workers(system, 4, BBKB_TEST_LOG=str(log), BBKB_TEST_DELAY="0.5")
+    _wait(url, sid, _done, 90)
+    time.sleep(1.0)  # any stale job still running would log its evaluation by now
+    evaluations = log.read_text().splitlines()
+    completed = [t for t in _trials(url, sid) if t["status"] == "completed"]
+    assert len(completed) == 6 and len(evaluations) == 6, evaluations
+
+
+def test_a_result_posted_past_the_job_timeout_is_kept(system, tmp_path):
+    """The job timeout's alarm stayed armed after the objective returned: with the server
+    down, the worker's retries of the result ran past it, the timeout ended the job, and the
+    result was lost (the trial waited for its lease, then was evaluated again)."""
+    url, log = system["server"].url, tmp_path / "evaluations.log"
+    _start_workers(system, 1, BBKB_TEST_LOG=str(log), BBKB_TEST_DELAY="1.0")
+    sid = _study(url, "tests.workers.objective_fns:logged", lease_seconds=60.0)
+    r = httpx2.post(f"{url}/v1/studies/{sid}/dispatch",
+                    json={"n_evaluations": 1, "parallelism": 1, "job_timeout": 3})
+    assert r.status_code == 200, r.text
+    deadline = time.monotonic() + 60
+    while not log.exists():  # the worker took the job and runs the objective
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    port = system["server"].port
+    system["server"].kill()
+    time.sleep(4.5)  # the objective ends at 1 s; the result's retries pass the 3 s timeout
+    system["server"] = ServerProcess(system["env"], port=port).start()
+    status = _wait(url, sid, _done, 30)
+    (trial,) = _trials(url, sid)
+    assert status["finished"] == 1 and trial["status"] == "completed"
+    assert trial["attempt"] == 1 and len(log.read_text().splitlines()) == 1

@@ -111,10 +111,10 @@ def complete_dispatched(study_id: StudyId, body: DispatchComplete, owner: OwnerD
             trial, runtime.parameters(trial.candidate)), next=job)
     answer = runtimes.mutate(study_id, owner, change)
     metrics.results.labels("completed").inc()
-    if answer.next is None and request.app.state.dispatcher is not None:
-        request.app.state.dispatcher.wake.set()  # a slot is free, or the dispatch may be done
-    else:
+    if answer.next is not None:
         metrics.suggestions.inc()
+    elif request.app.state.dispatcher is not None:
+        request.app.state.dispatcher.wake.set()  # a slot is free, or the dispatch may be done
     return json_answer(answer)
 
 
