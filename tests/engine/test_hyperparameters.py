@@ -14,7 +14,9 @@ from service.engine.hyperparameters import (
     FLOOR_START_RATIO,
     LAM_FLOOR,
     NEIGHBOUR_CORRELATION,
+    REFIT_GROWTH,
     REFIT_MIN_ARMS,
+    REFIT_MIN_OBSERVATIONS,
     REFIT_TRUST,
     SMOOTHING,
     Hyperparameters,
@@ -729,3 +731,15 @@ def test_restores_in_the_phase_before_the_first_fit_are_exact(mode):
         pending += proposals
     assert live.hyperparameters.fitted_at > 0  # the run left the phase
     assert any(b.stop_reason == "repeat" for b in live.batches)
+
+
+def test_refits_grow_rarer_as_the_data_grows():
+    """The issue's schedule: a refit only once the observations grew REFIT_GROWTH (1.5) times
+    since the last one, so a run of n observations refits O(log n) times."""
+    X, f = smooth_problem(n=400, d=2)
+    strategy = Strategy(X, seed=0)
+    run(strategy, f, 800, np.random.default_rng(0))
+    fits = sorted({b.hyperparameters["fitted_at"] for b in strategy.batches} - {0})
+    assert fits[0] >= REFIT_MIN_OBSERVATIONS and fits[-1] >= 800 / REFIT_GROWTH
+    assert np.all(np.diff(np.log(fits)) >= np.log(REFIT_GROWTH))
+    assert len(fits) <= 1 + np.log(800 / fits[0]) / np.log(REFIT_GROWTH)
