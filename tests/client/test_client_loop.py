@@ -6,6 +6,8 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import numpy as np
@@ -208,13 +210,10 @@ def test_giving_back_releases_and_stops_at_the_first_unreachable_server():
 
 
 
-@pytest.mark.parametrize("outcome", ["value", "nan"])
-def test_a_trial_handed_again_after_its_lease_was_lost_counts_once(tmp_path, make_app,
-                                                                   monkeypatch, outcome):
-    """The lease of a slot's trial expires while fn runs (its heartbeats lost) and the server
-    hands the trial again (attempt 2) to the run's other slot. Both evaluations end the same
-    way: the second tell of the same value (or final failure) is a no-op on the server, and the
-    run counted the trial twice, returning before n_evaluations trials were done."""
+@contextmanager
+def _heartbeats_lost(tmp_path, make_app, monkeypatch) -> Iterator:  # type: ignore[no-untyped-def]
+    """A uniform study on a real app whose leases (0.3 s) the reaper (every 0.05 s) takes back:
+    the SDK's heartbeats never arrive."""
     from fastapi.testclient import TestClient
 
     from client import Client
@@ -223,7 +222,18 @@ def test_a_trial_handed_again_after_its_lease_was_lost_counts_once(tmp_path, mak
             Client(http=http, backoff=0.001) as sdk:
         study = sdk.create_study("lease", candidates=np.random.default_rng(7).random((40, 2)),
                                  engine={"strategy": "uniform"}, lease_seconds=0.3)
-        monkeypatch.setattr(study, "heartbeat", lambda *args, **kwargs: None)  # never arrive
+        monkeypatch.setattr(study, "heartbeat", lambda *args, **kwargs: None)
+        yield study
+
+
+@pytest.mark.parametrize("outcome", ["value", "nan"])
+def test_a_trial_handed_again_after_its_lease_was_lost_counts_once(tmp_path, make_app,
+                                                                   monkeypatch, outcome):
+    """The lease of a slot's trial expires while fn runs (its heartbeats lost) and the server
+    hands the trial again (attempt 2) to the run's other slot. Both evaluations end the same
+    way: the second tell of the same value (or final failure) is a no-op on the server, and the
+    run counted the trial twice, returning before n_evaluations trials were done."""
+    with _heartbeats_lost(tmp_path, make_app, monkeypatch) as study:
         first: list[tuple[float, float]] = []
         handed_again = threading.Event()
         lock = threading.Lock()
@@ -260,15 +270,7 @@ def test_a_slot_asks_for_a_new_trial_while_a_counted_trial_still_runs(tmp_path, 
     """A trial handed again after its lost lease, and told by its second copy, still took a
     place among the trials in progress while its first copy ran: with two slots and three
     evaluations, the free slot sat idle until that copy ended. Now it asks for the third."""
-    from fastapi.testclient import TestClient
-
-    from client import Client
-
-    with TestClient(make_app(tmp_path, reaper_interval=0.05)) as http, \
-            Client(http=http, backoff=0.001) as sdk:
-        study = sdk.create_study("idle", candidates=np.random.default_rng(7).random((40, 2)),
-                                 engine={"strategy": "uniform"}, lease_seconds=0.3)
-        monkeypatch.setattr(study, "heartbeat", lambda *args, **kwargs: None)  # never arrive
+    with _heartbeats_lost(tmp_path, make_app, monkeypatch) as study:
         seen: list[tuple[float, float]] = []
         third = threading.Event()
         lock = threading.Lock()
