@@ -194,7 +194,6 @@ class Strategy:
         self._normalized = choose_scaling(self.candidates, config.normalize).apply(
             self.candidates)
         self._install_kernel(self._initial_kernel_state() if hyper is None else hyper)
-        self._batch_hyper = self._hyper if config.strategy not in _OWN_MODEL else None
         self._literature = self._literature_model()
         self.batches: list[BatchInfo] = []
         self.replay_mismatches = 0
@@ -364,12 +363,18 @@ class Strategy:
         """The kernel hyper-parameters of the current batch (fixed inside a batch): the
         engine's kernel, GSSBO's own fit (:meth:`GSSPosterior.kernel_state`), or None where
         the batch uses no kernel (uniform, GO-UCB's network, GSSBO's initial design)."""
-        return self._batch_hyper
+        if self.config.strategy not in _OWN_MODEL:
+            return self._hyper
+        return self._posterior.kernel_state if isinstance(self._posterior, GSSPosterior) \
+            else None
+
+    def _hyperparameters_dict(self) -> dict[str, Any] | None:
+        hyper = self.hyperparameters
+        return None if hyper is None else hyper.to_dict()
 
     def state(self) -> EngineState:
-        hyper = None if self._batch_hyper is None else self._batch_hyper.to_dict()
         return EngineState(self._batch, self._batch_start, self._dictionary.copy(),
-                           self._records.columns(), hyper)
+                           self._records.columns(), self._hyperparameters_dict())
 
     @classmethod
     def restore(cls, candidates: Any, config: EngineConfig | dict[str, Any],
@@ -472,8 +477,6 @@ class Strategy:
         pulled, observed = self._masks(start, b)
         self._values = self._value_scaling(observed)
         self._posterior = self._build_posterior(pulled, observed)
-        self._batch_hyper = self._hyper if self.config.strategy not in _OWN_MODEL else (
-            self._posterior.kernel_state if isinstance(self._posterior, GSSPosterior) else None)
         self._selector, self._rule = self._components(b, start)
         proposed = self._proposed_before_fit(start, pulled)
         if proposed is not None:
@@ -487,8 +490,7 @@ class Strategy:
                                       getattr(self._posterior, "dim", 0), seconds,
                                       resparsify_seconds=resparsify_seconds,
                                       dictionary=dictionary,
-                                      hyperparameters=None if self._batch_hyper is None
-                                      else self._batch_hyper.to_dict()))
+                                      hyperparameters=self._hyperparameters_dict()))
 
     def _proposed_before_fit(self, start: int, pulled: np.ndarray) -> np.ndarray | None:
         """The distinct arms proposed (or imported) before ``start`` while the batch opening
