@@ -414,7 +414,7 @@ from typing import Any
 import common  # first: pins BLAS to one thread before numpy loads
 import numpy as np
 from literature import FUNCTIONS as LITERATURE_FUNCTIONS
-from literature import paper_f1
+from literature import make_problem as literature_problem
 
 import service.engine.strategy as strategy_module
 from service.engine import Strategy
@@ -436,7 +436,7 @@ DATASETS = ("abalone", "cadata")
 #: functions (powell50 is 52-d there) come with the known optimum, and the 20-d ones also on the
 #: Sobol points alone (-sobol: in 20 dimensions the appended optimum is an isolated outlier, see
 #: above) and with the optimum moved (-shifted, ``SHIFTED``); f1 is GO-UCB's network function
-#: (``literature.paper_f1``: its optimum unknown, the best of 2000 Sobol points).
+#: (``literature.make_problem``: its optimum unknown, the best of 2000 Sobol points).
 HIGH_DIMENSIONAL = {n: spec for n, spec in LITERATURE_FUNCTIONS.items() if spec[1] >= 20}
 FUNCTIONS = {"branin": ("branin", 2, 0, True), "levy": ("levy", 4, 0, True),
              "branin10": ("branin", 2, 8, True),
@@ -496,9 +496,9 @@ def raw_problem(name: str, placement: int = 0) -> Problem:
     place on a -shifted function."""
     if name in DATASETS:
         return dataset_problem(name, noise_sd=NOISE_SD, standardize=False)
-    if name == "f1":
-        X, v = (lambda p: (p.candidates, p.values))(paper_f1(20, 2000, 0))
-        return Problem(name, X, (v - v.min()) / (v.max() - v.min()), NOISE_SD)
+    if name == "f1":  # literature.py's problem, values already in [0, 1]
+        f1 = literature_problem("f1", 2000, 0)
+        return Problem(name, f1.candidates, f1.values, NOISE_SD)
     function, dim, irrelevant, optimum = FUNCTIONS[name]
     shifted = name in SHIFTED
     base = function_problem(function, dim=dim, n_candidates=2000 + (not optimum), seed=0)
