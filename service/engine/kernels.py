@@ -40,8 +40,8 @@ class Kernel(ABC):
         """k(x, x) for every row of X, shape (len(X),)."""
 
     @abstractmethod
-    def params(self) -> dict[str, float]:
-        """Parameters as plain floats (for persistence and display)."""
+    def params(self) -> dict[str, float | list[float]]:
+        """Parameters as plain floats or lists of them (for persistence and display)."""
 
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, **self.params()}
@@ -82,24 +82,58 @@ def _positive(name: str, value: object) -> float:
     return out
 
 
+def _lengthscale(value: object) -> float | tuple[float, ...]:
+    """One lengthscale (a number, or a list of one: what a batch records for one) or one per
+    input dimension (a list of numbers)."""
+    if isinstance(value, list | tuple | np.ndarray):
+        if len(value) == 0:
+            raise ConfigError("kernel lengthscale must be a number or a non-empty list of "
+                              "numbers, one per dimension", field="kernel.lengthscale")
+        values = tuple(_positive("lengthscale", v) for v in value)
+        return values if len(values) > 1 else values[0]
+    return _positive("lengthscale", value)
+
+
+def _scaled(X: np.ndarray, lengthscale: float | tuple[float, ...]) -> np.ndarray:
+    """X divided by the lengthscale(s) column by column; ValueError if their number is not d."""
+    ls = np.asarray(lengthscale, dtype=np.float64)
+    if ls.ndim and ls.shape != X.shape[1:]:
+        raise ValueError(f"{len(ls)} lengthscales for inputs of {X.shape[1]} dimensions")
+    return X / ls
+
+
+def check_lengthscales(kernel: Kernel, dim: int) -> None:
+    """ConfigError unless the kernel's lengthscale is one number or ``dim`` of them."""
+    lengthscale = getattr(kernel, "lengthscale", None)
+    if isinstance(lengthscale, tuple) and len(lengthscale) != dim:
+        raise ConfigError(f"kernel lengthscale holds {len(lengthscale)} values for candidates of "
+                          f"{dim} columns: give one number, or one per column",
+                          field="kernel.lengthscale")
+
+
 @dataclass(frozen=True)
 class RBF(Kernel):
     """Gaussian kernel variance * exp(-||x - x'||^2 / (2 lengthscale^2)).
 
-    ``lengthscale`` is the papers' bandwidth sigma.
+    ``lengthscale`` is the papers' bandwidth sigma: one number, or one per input dimension
+    (ARD: ||.||^2 becomes sum_j (x_j - x'_j)^2 / l_j^2).
     """
 
-    lengthscale: float = 1.0
+    lengthscale: float | tuple[float, ...] = 1.0
     variance: float = 1.0
     name = "rbf"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lengthscale", _positive("lengthscale", self.lengthscale))
+        object.__setattr__(self, "lengthscale", _lengthscale(self.lengthscale))
         object.__setattr__(self, "variance", _positive("variance", self.variance))
 
     def __call__(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        K = _sq_dists(X, Y)
-        K *= -0.5 / self.lengthscale**2
+        if isinstance(self.lengthscale, tuple):
+            K = _sq_dists(_scaled(X, self.lengthscale), _scaled(Y, self.lengthscale))
+            K *= -0.5
+        else:
+            K = _sq_dists(X, Y)
+            K *= -0.5 / self.lengthscale**2
         np.exp(K, out=K)
         K *= self.variance
         return K
@@ -107,7 +141,7 @@ class RBF(Kernel):
     def into(self, X: np.ndarray, Y: np.ndarray, out: np.ndarray) -> np.ndarray:
         """In place: -||x - y||^2 / 2l^2 = x'.y' - |x'|^2/2 - |y'|^2/2 with x' = x / l, no temporary
         of the output's size (the resparsification's kernel blocks, A x m)."""
-        Xs, Ys = X / self.lengthscale, Y / self.lengthscale
+        Xs, Ys = _scaled(X, self.lengthscale), _scaled(Y, self.lengthscale)
         np.matmul(Xs, Ys.T, out=out)
         out -= 0.5 * np.einsum("ij,ij->i", Xs, Xs)[:, None]
         out -= 0.5 * np.einsum("ij,ij->i", Ys, Ys)[None, :]
@@ -119,31 +153,35 @@ class RBF(Kernel):
     def diag(self, X: np.ndarray) -> np.ndarray:
         return np.full(len(X), self.variance)
 
-    def params(self) -> dict[str, float]:
-        return {"lengthscale": self.lengthscale, "variance": self.variance}
+    def params(self) -> dict[str, float | list[float]]:
+        return {"lengthscale": _plain(self.lengthscale), "variance": self.variance}
 
 
 @dataclass(frozen=True)
 class Matern52(Kernel):
     """Matern-5/2: variance * (1 + sqrt5 r/l + 5 r^2 / (3 l^2)) exp(-sqrt5 r / l)."""
 
-    lengthscale: float = 1.0
+    lengthscale: float | tuple[float, ...] = 1.0  # one, or one per dimension (as RBF's)
     variance: float = 1.0
     name = "matern52"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lengthscale", _positive("lengthscale", self.lengthscale))
+        object.__setattr__(self, "lengthscale", _lengthscale(self.lengthscale))
         object.__setattr__(self, "variance", _positive("variance", self.variance))
 
     def __call__(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        s = np.sqrt(5.0 * _sq_dists(X, Y)) / self.lengthscale
+        if isinstance(self.lengthscale, tuple):
+            s = np.sqrt(5.0 * _sq_dists(_scaled(X, self.lengthscale),
+                                        _scaled(Y, self.lengthscale)))
+        else:
+            s = np.sqrt(5.0 * _sq_dists(X, Y)) / self.lengthscale
         return self.variance * (1.0 + s + s * s / 3.0) * np.exp(-s)
 
     def diag(self, X: np.ndarray) -> np.ndarray:
         return np.full(len(X), self.variance)
 
-    def params(self) -> dict[str, float]:
-        return {"lengthscale": self.lengthscale, "variance": self.variance}
+    def params(self) -> dict[str, float | list[float]]:
+        return {"lengthscale": _plain(self.lengthscale), "variance": self.variance}
 
 
 @dataclass(frozen=True)
@@ -170,6 +208,11 @@ class Linear(Kernel):
 
     def params(self) -> dict[str, float]:
         return {"variance": self.variance, "offset": self.offset}
+
+
+def _plain(lengthscale: float | tuple[float, ...]) -> float | list[float]:
+    """A lengthscale as JSON has it: a number, or a list."""
+    return list(lengthscale) if isinstance(lengthscale, tuple) else lengthscale
 
 
 KERNELS: dict[str, type[Kernel]] = {"rbf": RBF, "gaussian": RBF, "matern52": Matern52,

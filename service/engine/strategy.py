@@ -47,7 +47,7 @@ from .hyperparameters import (
     refit_due,
     rms_distance,
 )
-from .kernels import PARAMETER_RANGE, Kernel, make_kernel
+from .kernels import PARAMETER_RANGE, Kernel, check_lengthscales, make_kernel
 from .normalize import choose_scaling
 from .nystrom import NystromPosterior
 from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Records, Selection
@@ -119,8 +119,10 @@ class EngineState:
 
 
 def check_dimension(config: EngineConfig, dim: int) -> None:
-    """ConfigError if ``config`` cannot run on candidates of ``dim`` columns (GO-UCB's network
-    size, :func:`goucb.check_network`): checked when the candidates arrive, not at an ask."""
+    """ConfigError if ``config`` cannot run on candidates of ``dim`` columns (a fixed
+    lengthscale per column, GO-UCB's network size, :func:`goucb.check_network`): checked when
+    the candidates arrive, not at an ask."""
+    check_lengthscales(config.kernel, dim)
     if config.strategy == "go-ucb":
         check_network(dim, config.goucb_hidden)
 
@@ -183,6 +185,7 @@ class Strategy:
         """The empty strategy on ``hyper`` (None: the initial kernel state)."""
         self.config = config
         self.candidates = as_candidates(candidates)
+        check_dimension(config, self.candidates.shape[1])
         self._records = Records()
         self._batch, self._batch_start = -1, 0
         self._values = (0.0, 1.0)  # the current batch's (offset, scale) of the values
@@ -585,8 +588,8 @@ class Strategy:
         lengthscale, and its first fits, isotropic by BIC on 20 arms, meet the floor)."""
         cfg = self.config
         if cfg.hyperparameters == "fixed":
-            lengthscale = cfg.kernel.params().get("lengthscale")
-            return KernelState(() if lengthscale is None else (lengthscale,), cfg.lam,
+            lengthscale = cfg.kernel.params().get("lengthscale", [])
+            return KernelState(tuple(np.atleast_1d(lengthscale).tolist()), cfg.lam,
                                source="fixed")
         start = self._prior_lengthscale()
         floor = self._neighbour_lengthscale() if self._fits_kernel else 0.0

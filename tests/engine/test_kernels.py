@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.engine import RBF, Linear, Matern52, make_kernel
+from service.engine import RBF, ConfigError, Linear, Matern52, make_kernel
 
 
 def test_rbf_uses_the_papers_bandwidth_convention():
@@ -63,3 +63,30 @@ def test_kernel_into_a_buffer_equals_the_kernel_matrix(spec):
     out = np.full((50, 7), np.nan)
     assert kernel.into(X, Y, out) is out
     np.testing.assert_allclose(out, kernel(X, Y), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["rbf", "matern52"])
+def test_one_lengthscale_per_dimension_divides_each_column_by_its_own(name):
+    """k(x, x') with lengthscales l_j is the one-lengthscale kernel (l = 1) on x_j / l_j."""
+    rng = np.random.default_rng(3)
+    X, Y = rng.normal(size=(60, 3)), rng.normal(size=(9, 3))
+    ell = np.array([0.3, 1.0, 4.0])
+    kernel = make_kernel({"name": name, "lengthscale": ell.tolist(), "variance": 1.7})
+    unit = make_kernel({"name": name, "lengthscale": 1.0, "variance": 1.7})
+    expected = unit(X / ell, Y / ell)
+    np.testing.assert_allclose(kernel(X, Y), expected, rtol=1e-12)
+    np.testing.assert_allclose(kernel.into(X, Y, np.empty((60, 9))), expected, rtol=1e-12,
+                               atol=1e-15)
+    assert kernel.to_dict()["lengthscale"] == [0.3, 1.0, 4.0]
+    assert make_kernel(kernel.to_dict()) == kernel
+    K = kernel(X, X)
+    assert np.linalg.eigvalsh(K).min() > -1e-9
+
+
+@pytest.mark.parametrize("lengthscale, message", [
+    ([], "non-empty list"), ([1.0, -2.0], "must lie in"), ([1.0, "2"], "must be a number"),
+    ([1.0, float("nan")], "must lie in"), ([True], "must be a number")])
+def test_a_bad_lengthscale_list_names_the_field(lengthscale, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        make_kernel({"name": "rbf", "lengthscale": lengthscale})
+    assert info.value.field == "kernel.lengthscale"

@@ -3,6 +3,8 @@ installed (not refit) after a server restart, so proposals stay exactly those of
 
 from __future__ import annotations
 
+import io
+
 import httpx2
 import numpy as np
 
@@ -62,3 +64,44 @@ def test_hyperparameters_are_stored_shown_and_survive_a_restart(tmp_path, server
     batches = httpx2.get(f"{server.url}/v1/studies/{sid}/batches").json()["batches"]
     assert [b["hyperparameters"] for b in batches] == [b["hyperparameters"]
                                                        for b in ref_batches]
+
+
+def test_a_studys_fit_can_be_fixed_in_a_new_study_one_lengthscale_per_column(tmp_path):
+    """The lengthscales a study shows are what a new study's kernel takes: pasted as shown
+    (a list, one per column or one for all) with ``hyperparameters: fixed``, every batch runs
+    on them (``source: fixed``); a list that does not match the columns is a 422 naming
+    ``engine.kernel.lengthscale``, inline, from a search space and on an upload."""
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        def post(path: str, body: dict) -> dict:
+            response = client.post(path, json=body)
+            assert response.status_code in (200, 201), response.text
+            return response.json()
+
+        auto = post("/v1/studies", STUDY)["id"]
+        _run(post, client.get, auto, range(24))
+        shown = client.get(f"/v1/studies/{auto}").json()["hyperparameters"]
+        assert shown["source"] in ("fit", "floor") and len(shown["lengthscale"]) == 1
+        for name, lengthscale in (("copy", shown["lengthscale"]), ("per-column", [0.7, 3.0])):
+            engine = STUDY["engine"] | {"hyperparameters": "fixed", "normalize": "zscore",
+                                        "lam": shown["lam"],
+                                        "kernel": {"name": "rbf", "lengthscale": lengthscale}}
+            sid = post("/v1/studies", STUDY | {"name": name, "engine": engine})["id"]
+            _run(post, client.get, sid, range(6))
+            batches = client.get(f"/v1/studies/{sid}/batches").json()["batches"]
+            assert {(tuple(b["hyperparameters"]["lengthscale"]), b["hyperparameters"]["lam"],
+                     b["hyperparameters"]["source"]) for b in batches} == {
+                (tuple(lengthscale), shown["lam"], "fixed")}
+
+        wrong = {"kernel": {"name": "matern52", "lengthscale": [1.0, 2.0, 3.0]}}
+        space = [{"name": n, "low": 0, "high": 1} for n in ("a", "b")]
+        for body in ({"candidates": STUDY["candidates"]},
+                     {"search_space": space, "n_candidates": 50}):
+            r = client.post("/v1/studies", json={"name": "w", "engine": wrong} | body)
+            assert r.status_code == 422 and r.json()["field"] == "engine.kernel.lengthscale"
+            assert "3 values for candidates of 2 columns" in r.json()["detail"]
+        sid = post("/v1/studies", {"name": "up", "engine": wrong, "upload": True})["id"]
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(STUDY["candidates"]))
+        r = client.put(f"/v1/studies/{sid}/candidates", content=buffer.getvalue(),
+                       headers={"content-type": "application/octet-stream"})
+        assert r.status_code == 422 and r.json()["field"] == "engine.kernel.lengthscale"
