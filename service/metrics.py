@@ -31,6 +31,9 @@ class Metrics:
         self.resparsify = Histogram("bbkb_resparsify_seconds",
                                     "Time to resample a batch's dictionary",
                                     buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.refit = Histogram("bbkb_refit_seconds", "Time to refit the kernel "
+                               "hyper-parameters at a batch opening",
+                               buckets=LATENCY_BUCKETS, registry=self.registry)
         self.batch_open = Histogram("bbkb_batch_open_seconds", "Time to open a batch "
                                     "(dictionary, kernel refit, posterior)",
                                     buckets=LATENCY_BUCKETS, registry=self.registry)

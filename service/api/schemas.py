@@ -239,6 +239,9 @@ class BatchPublic(BaseModel):
     resparsify_seconds: float | None = Field(
         default=None, description="The dictionary resampling alone; null without a dictionary "
         "(GP-UCB family, uniform) and for batches stored before it was measured.")
+    refit_seconds: float | None = Field(
+        default=None, description="The kernel hyper-parameter refit, part of open_seconds; "
+        "null at batches that did not refit and for batches stored before it was measured.")
     opened_at: datetime | None
     closed_at: datetime | None
 

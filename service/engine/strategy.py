@@ -100,6 +100,10 @@ class BatchInfo:
     #: the dictionary resampling alone (Alg. 1 lines 11-16, or the warm start's leverage-score
     #: sampling); NaN for strategies without a dictionary and for restored batches
     resparsify_seconds: float = field(default=math.nan, compare=False)
+    #: the kernel hyper-parameter fit (hyperparameters.fit and its bookkeeping); NaN at
+    #: batches without one and for restored batches. open_seconds minus it is the paper's
+    #: resparsification step (resampling, embeddings, variances and means; BBKB App. C)
+    refit_seconds: float = field(default=math.nan, compare=False)
     size: int = 0
     stop_reason: str | None = None
     dictionary: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), compare=False,
@@ -438,12 +442,15 @@ class Strategy:
         dictionary = self._sample_dictionary(b, start)
         resparsify_seconds = (math.nan if self.config.strategy in _NO_DICTIONARY
                               else time.perf_counter() - sampled)
+        refit_started, previous = time.perf_counter(), self._hyper
         self._install_kernel(self._refit(b, start, dictionary))  # batch boundaries only
+        refit_seconds = (time.perf_counter() - refit_started
+                         if self._hyper.fitted_at != previous.fitted_at else math.nan)
         # the old batch is no longer needed: free its A x m' arrays before building the new ones
         # (halves peak memory: 8.6 -> ~4.4 GB at A = 10^6, m = 512); its z' buffer is reused
         self._workspace = getattr(self._posterior, "workspace", None)
         self._posterior = self._selector = self._rule = None
-        self._install_batch(b, start, dictionary, started, resparsify_seconds)
+        self._install_batch(b, start, dictionary, started, resparsify_seconds, refit_seconds)
 
     def _masks(self, start: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         """Records (t < start) in V_all and observed, as of the opening of batch b."""
@@ -474,7 +481,8 @@ class Strategy:
         return resparsify(arms, counts, self._posterior.variance_start, cfg.oversampling, rng)
 
     def _install_batch(self, b: int, start: int, dictionary: np.ndarray, started: float,
-                       resparsify_seconds: float = math.nan) -> None:
+                       resparsify_seconds: float = math.nan,
+                       refit_seconds: float = math.nan) -> None:
         """Build batch b's posterior, selector and rule from the records (live and restore)."""
         self._batch, self._batch_start, self._dictionary = b, start, dictionary
         pulled, observed = self._masks(start, b)
@@ -492,6 +500,7 @@ class Strategy:
         self.batches.append(BatchInfo(b, start, len(dictionary),
                                       getattr(self._posterior, "dim", 0), seconds,
                                       resparsify_seconds=resparsify_seconds,
+                                      refit_seconds=refit_seconds,
                                       dictionary=dictionary,
                                       hyperparameters=self._hyperparameters_dict()))
 

@@ -140,6 +140,8 @@ class Batch(Base):
     open_seconds: Mapped[float | None] = mapped_column(Float)
     #: The dictionary resampling alone (NULL: no dictionary, or stored before revision 0005).
     resparsify_seconds: Mapped[float | None] = mapped_column(Float)
+    #: The kernel hyper-parameter refit (NULL: none at this batch, or stored before 0008).
+    refit_seconds: Mapped[float | None] = mapped_column(Float)
     opened_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 

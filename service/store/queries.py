@@ -249,6 +249,7 @@ def save_batch(session: Session, study_id: int, info: Any, *, new: bool, now: An
                           embedding_dim=info.embedding_dim,
                           open_seconds=_finite_or_none(info.open_seconds),
                           resparsify_seconds=_finite_or_none(info.resparsify_seconds),
+                          refit_seconds=_finite_or_none(info.refit_seconds),
                           hyperparameters=info.hyperparameters))
         return
     session.execute(_BATCH_PROGRESS, {"b_study": study_id, "b_index": info.index,

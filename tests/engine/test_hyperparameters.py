@@ -767,3 +767,10 @@ def test_refits_grow_rarer_as_the_data_grows():
     assert fits[0] >= REFIT_MIN_OBSERVATIONS and fits[-1] >= 800 / REFIT_GROWTH
     assert np.all(np.diff(np.log(fits)) >= np.log(REFIT_GROWTH))
     assert len(fits) <= 1 + np.log(800 / fits[0]) / np.log(REFIT_GROWTH)
+    # each batch that refit records the fit's time, the others none (BatchInfo.refit_seconds)
+    moved = [a.hyperparameters["fitted_at"] != b.hyperparameters["fitted_at"]
+             for a, b in zip(strategy.batches[:-1], strategy.batches[1:], strict=True)]
+    timed = [np.isfinite(b.refit_seconds) for b in strategy.batches[1:]]
+    assert timed == moved and sum(timed) == len(fits)
+    assert all(0 < b.refit_seconds < b.open_seconds for b in strategy.batches
+               if np.isfinite(b.refit_seconds))

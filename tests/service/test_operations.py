@@ -55,6 +55,8 @@ def test_probes_and_metrics(tmp_path):
         batches = client.get(f"/v1/studies/{sid}/batches").json()["batches"]
         resampled = sum(b["resparsify_seconds"] is not None for b in batches)
         assert resampled >= 1 and f"bbkb_resparsify_seconds_count {resampled:.1f}" in text
+        refits = sum(b["refit_seconds"] is not None for b in batches)
+        assert f"bbkb_refit_seconds_count {refits:.1f}" in text
         assert 'route="/v1/studies/{study_id}/suggestions"' in text
         # a dispatch worker's result with no next trial is no suggestion (it counted as one)
         (job,) = client.post(f"/v1/studies/{sid}/suggestions",

@@ -125,7 +125,8 @@ def test_summaries_per_owner(database_url, tmp_path):
 
 def test_batches_time_the_resparsification_apart_from_opening(database_url, tmp_path):
     """resparsify_seconds is the dictionary resampling alone: part of open_seconds (which adds
-    the kernel refit and the posterior build), null for a strategy without a dictionary."""
+    the kernel refit and the posterior build), null for a strategy without a dictionary;
+    refit_seconds, also part of it, only at the batches that refit (automatic kernel)."""
     with app_client(database_url, tmp_path) as http:
         sid = create_study(http, name="bbkb")["id"]
         run_trials(http, sid, 24)
@@ -133,6 +134,18 @@ def test_batches_time_the_resparsification_apart_from_opening(database_url, tmp_
         assert len(batches) > 1
         for b in batches:
             assert 0 < b["resparsify_seconds"] <= b["open_seconds"]
+            assert b["refit_seconds"] is None  # a fixed kernel
+        auto = create_study(http, name="auto", engine={"strategy": "bbkb", "mode": "sync",
+                                                       "seed": 3})["id"]
+        run_trials(http, auto, 60)
+        batches = http.get(f"/v1/studies/{auto}/batches").json()["batches"]
+        fitted = [b["hyperparameters"]["fitted_at"] for b in batches]
+        refit = [b["refit_seconds"] is not None for b in batches]
+        moved = [a != b for a, b in zip(fitted[:-1], fitted[1:], strict=True)]
+        assert refit == [False, *moved] and any(refit)
+        assert all(0 < b["refit_seconds"] < b["open_seconds"] for b in batches
+                   if b["refit_seconds"] is not None)
+        assert f"bbkb_refit_seconds_count {sum(refit):.1f}" in http.get("/metrics").text
         uniform = create_study(http, name="uniform", engine={
             "strategy": "uniform", "mode": "async", "batch_size": 4, "seed": 0})["id"]
         run_trials(http, uniform, 8)

@@ -89,6 +89,8 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
     assert resparsified and _points(page, "plot-resparsify") == len(resparsified)
     opened = [b for b in batches if b["open_seconds"] is not None]
     assert opened and _points(page, "plot-open") == len(opened)
+    assert all(b["refit_seconds"] is None for b in batches)  # a fixed kernel never refits
+    assert "no refit" in page.text_content("#plot-refit")
     assert page.is_hidden("#figure-regret")  # no built-in objective: no known optimum
     assert page.text_content("#study-name") == "campaign"
     assert '"strategy": "bbkb"' in page.text_content("#config")
@@ -240,6 +242,9 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
         "n => document.querySelector('#hyperparameters [data-key=fitted_at] td')"
         ".textContent.startsWith(`at ${n} observations`)", arg=refit["fitted_at"])
     assert float(_hyperparameters(page)["lengthscale-0"]) == refit["lengthscale"][0]
+    refits = [b for b in batches if b["refit_seconds"] is not None]  # one bar per refit
+    assert len(refits) == len({b["hyperparameters"]["fitted_at"] for b in batches} - {0})
+    _wait_points(page, "plot-refit", len(refits))
 
     shot = artifacts / "study-hyperparameters.png"
     page.screenshot(path=str(shot), full_page=True)

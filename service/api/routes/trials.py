@@ -75,6 +75,8 @@ def create_suggestions(study_id: StudyId, body: SuggestRequest, owner: OwnerDep,
         metrics.batch_open.observe(info.open_seconds)
         if math.isfinite(info.resparsify_seconds):  # NaN: no dictionary
             metrics.resparsify.observe(info.resparsify_seconds)
+        if math.isfinite(info.refit_seconds):  # NaN: no refit at this batch
+            metrics.refit.observe(info.refit_seconds)
         log.info("batch opened", extra={"study_id": study_id, "batch": info.index,
                                         "seconds": round(info.open_seconds, 4)})
     return json_answer(answer)

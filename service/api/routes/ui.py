@@ -107,6 +107,9 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
   <figure><figcaption><span>time to open a batch: resampling + kernel refit + posterior (ms)
     </span>{log_open}</figcaption>
     <svg id="plot-open" viewBox="0 0 480 240"></svg></figure>
+  <figure><figcaption><span>time per kernel refit, part of the opening (ms)</span>
+    {log_refit}</figcaption>
+    <svg id="plot-refit" viewBox="0 0 480 240"></svg></figure>
   <figure id="figure-lengthscale" hidden>
     <figcaption><span id="lengthscale-caption">kernel lengthscale per batch</span>
     {log_lengthscale}</figcaption>
@@ -157,7 +160,7 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
 
 
 #: The plots with a log-scale switch (values that may span orders of magnitude).
-LOG_PLOTS = ("best", "regret", "values", "resparsify", "open", "lengthscale")
+LOG_PLOTS = ("best", "regret", "values", "resparsify", "open", "refit", "lengthscale")
 
 
 def _log_switch(plot: str) -> str:

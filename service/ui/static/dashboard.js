@@ -702,13 +702,14 @@ function studyPage(id) {
     plot(document.getElementById("plot-dictionary"),
          {x: b.map((r) => r.index), y: b.map((r) => r.dictionary_size), kind: "line",
           xLabel: "batch", yLabel: "dictionary points", integerY: true, yMin: 0});
-    for (const [id, key] of [["plot-resparsify", "resparsify_seconds"],
-                             ["plot-open", "open_seconds"]]) {
-      const timed = b.filter((r) => r[key] !== null);
+    for (const [id, key, none] of [["plot-resparsify", "resparsify_seconds", "not measured"],
+                                   ["plot-open", "open_seconds", "not measured"],
+                                   ["plot-refit", "refit_seconds", "no refit"]]) {
+      const timed = b.filter((r) => r[key] !== null && r[key] !== undefined);
       const ms = timed.map((r) => 1000 * r[key]);
       plot(document.getElementById(id),
            {x: timed.map((r) => r.index), y: ms, kind: "bars", xLabel: "batch",
-            yLabel: "milliseconds", yMin: 0, empty: b.length ? "not measured" : "no data yet",
+            yLabel: "milliseconds", yMin: 0, empty: b.length ? none : "no data yet",
             log: logScale(id, ms, true)});
     }
     const kernel = b.filter((r) => r.hyperparameters);
