@@ -206,3 +206,21 @@ def test_a_released_trial_keeps_its_attempts(tmp_path, system):
         asked = client.post(f"/v1/studies/{sid}/suggestions",
                             json={"worker_id": job["worker_id"], "count": 1}).json()["trials"]
         assert [(t["id"], t["attempt"]) for t in asked] == [(job["trial_id"], 1)]
+
+
+def test_a_done_dispatch_cannot_be_paused_or_resumed(tmp_path, system):
+    """Pausing a finished dispatch showed it as paused (and a resume ran it again on no
+    budget): both are a 409 that says to start a new one, and it stays done."""
+    app, client, sid = system(tmp_path, n=2)
+    assert app.state.dispatcher.top_up(sid) == 2
+    for job in [job.args[0] for job in app.state.dispatcher.queue.jobs]:
+        assert _complete(client, sid, job, 1.0, next=False).status_code == 200
+    assert app.state.dispatcher.top_up(sid) == 0
+    assert client.get(f"/v1/studies/{sid}/dispatch").json()["status"] == "done"
+    for verb in ("pause", "resume"):
+        r = client.post(f"/v1/studies/{sid}/dispatch/{verb}")
+        assert r.status_code == 409 and r.json()["field"] == "study_id", r.text
+        assert f"is done: nothing to {verb}" in r.json()["detail"]
+    assert client.get(f"/v1/studies/{sid}/dispatch").json()["status"] == "done"
+    r = client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": 1})
+    assert r.status_code == 200 and r.json()["status"] == "running"

@@ -65,9 +65,12 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
 def _set(study_id: int, owner: int, session, runtimes, status: str,  # type: ignore[no-untyped-def]
          objective: str | None = None) -> DispatchStatus:
     study = owned(session, study_id, owner, lock=True)
+    verb = {"paused": "pause", "running": "resume"}[status]
     if not study.dispatch:
-        verb = {"paused": "pause", "running": "resume"}[status]
         raise Conflict(f"study {study_id} has no dispatch to {verb}", field="study_id")
+    if study.dispatch.get("status") == "done":  # it would show paused, or run on no budget
+        raise Conflict(f"the dispatch of study {study_id} is done: nothing to {verb}; start "
+                       f"a new one (POST .../dispatch) to evaluate more", field="study_id")
     if objective is not None and study.dispatch.get("objective") != objective:
         raise Conflict(f"the dispatch of study {study_id} runs "
                        f"{study.dispatch.get('objective')!r}, not {objective!r}",
