@@ -44,6 +44,8 @@ def _heartbeats(client: Client, payload: dict[str, Any], stop: threading.Event) 
             study.heartbeat(payload["trial_id"], worker_id=payload["worker_id"])
         except ConflictError:
             return  # the lease was lost: the result is still posted (late results are accepted)
+        except NotFoundError:
+            return  # the study (or trial) was deleted: no lease left to keep
         except Exception:  # noqa: BLE001 - a missed heartbeat must not kill the evaluation
             log.warning("heartbeat for trial %s failed", payload["trial_id"], exc_info=True)
 
