@@ -45,6 +45,18 @@ def reap_expired_leases(app: FastAPI) -> int:
     return reaped
 
 
+def renew_lapsed_leases(app: FastAPI) -> int:
+    """At startup, before the reaper's first pass: leases that lapsed while no server ran get
+    one full lease from now. The workers' heartbeats had nowhere to go, so after an outage
+    longer than a lease the first pass took every trial still being evaluated (and handed it
+    out again). A worker that died meanwhile loses its trial one lease later."""
+    with transaction(app.state.sessions) as session:
+        renewed = queries.renew_lapsed_leases(session, utcnow())
+    if renewed:
+        log.info("lapsed leases renewed at startup", extra={"trials": renewed})
+    return renewed
+
+
 def _per_study(app: FastAPI, rows: list[tuple[int, int]], what: str,
                change: Callable[[list[int]], Callable[..., int]]) -> int:
     by_study: dict[int, list[int]] = {}
@@ -81,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        renew_lapsed_leases(app)
         threads = [threading.Thread(target=_reaper_loop, args=(app, stop), daemon=True,
                                     name="lease-reaper")]
         if app.state.dispatcher is not None:

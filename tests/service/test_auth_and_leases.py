@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from service.api.app import reap_expired_leases
 from service.auth import create_key
 from service.store.database import transaction
 from service.store.models import Study
@@ -157,3 +158,27 @@ def _wait_status(client, sid: int, trial_id: int, status: str) -> dict:  # type:
             return trial
         time.sleep(0.05)
     raise AssertionError(f"trial {trial_id} never became {status}: {trial}")
+
+
+def test_leases_that_lapsed_while_no_server_ran_are_renewed_at_startup(database_url, tmp_path):
+    """A server down for longer than a lease: its first reaper pass took every trial still
+    being evaluated (the workers' heartbeats had nowhere to go) and handed it out again. The
+    restarted server gives them one lease from its start; a worker that heartbeats keeps its
+    trial, one that does not loses it a lease later."""
+    with app_client(database_url, tmp_path, reaper_interval=3600) as client:
+        sid = create_study(client, lease_seconds=1.0, engine={
+            "strategy": "uniform", "mode": "async", "batch_size": 4, "seed": 0})["id"]
+        trials = client.post(f"/v1/studies/{sid}/suggestions",
+                             json={"worker_id": "w", "count": 2}).json()["trials"]
+        assert len(trials) == 2
+    time.sleep(1.2)  # the server is down for longer than the lease
+    with app_client(database_url, tmp_path, reaper_interval=3600) as client:
+        app = client.app
+        assert reap_expired_leases(app) == 0  # renewed when the server started
+        alive, dead = (f"/v1/studies/{sid}/trials/{t['id']}" for t in trials)
+        for _ in range(3):  # 1.2 s: past the renewed lease, which the live worker extends
+            time.sleep(0.4)
+            assert client.post(f"{alive}/heartbeat", json={"worker_id": "w"}).status_code == 200
+        assert reap_expired_leases(app) == 1
+        assert client.get(alive).json()["status"] == "running"
+        assert client.get(dead).json()["status"] == "pending"
