@@ -102,6 +102,30 @@ def test_fit_recovers_a_known_lengthscale_within_a_factor_two(true_lengthscale, 
     assert result.hyperparameters.noise < 0.1 * result.hyperparameters.variance
 
 
+@pytest.mark.parametrize("ard", [False, True], ids=["isotropic", "ard"])
+@pytest.mark.parametrize("sparse", [False, True], ids=["exact", "titsias"])
+def test_the_fits_tolerances_cost_fewer_evaluations_and_no_likelihood(monkeypatch, sparse, ard):
+    """FIT_FTOL / FIT_GTOL against scipy's defaults (2.2e-9 / 1e-5) on the same data and
+    starts: no more evaluations, the same optimum within 0.05 nats (BIC's thresholds are
+    several) and lengthscales within 5%."""
+    import service.engine.hyperparameters as module
+
+    rng = np.random.default_rng(4)
+    X = rng.random((250, 3))
+    K = RBF(lengthscale=0.4)(X, X) + 1e-8 * np.eye(len(X))
+    y = np.linalg.cholesky(K) @ rng.standard_normal(len(X)) + 0.05 * rng.standard_normal(250)
+    options = {"prior": Prior(lengthscale=0.7), "inducing": X[:90] if sparse else None,
+               "ard": ard, "restarts": 2}
+    engine = fit(X, y, rng=np.random.default_rng(1), **options)
+    monkeypatch.setattr(module, "FIT_FTOL", 2.220446049250313e-09)
+    monkeypatch.setattr(module, "FIT_GTOL", 1e-5)
+    tight = fit(X, y, rng=np.random.default_rng(1), **options)
+    assert engine.evaluations <= tight.evaluations
+    assert engine.objective == pytest.approx(tight.objective, abs=0.05)
+    np.testing.assert_allclose(engine.hyperparameters.lengthscale,
+                               tight.hyperparameters.lengthscale, rtol=0.05)
+
+
 def test_white_noise_is_not_significant_and_a_smooth_function_is():
     rng = np.random.default_rng(5)
     X = rng.random((40, 3))
@@ -251,8 +275,9 @@ def _auto_config(**overrides) -> EngineConfig:
 
 
 @pytest.mark.parametrize("overrides", [{}, {"ard": True}, {"strategy": "gp-bucb"},
+                                       {"strategy": "gp-ucb"}, {"strategy": "bkb"},
                                        {"kernel": {"name": "matern52"}, "mode": "async"}],
-                         ids=["bbkb", "ard", "gp-bucb", "matern-async"])
+                         ids=["bbkb", "ard", "gp-bucb", "gp-ucb", "bkb", "matern-async"])
 def test_refits_happen_only_at_batch_openings_and_restore_installs_them(overrides):
     X, f = smooth_problem(n=300, d=2, seed=4)
     X = 10.0 * X + 3.0  # normalisation makes the default independent of units

@@ -1,0 +1,153 @@
+"""The cost of a kernel refit next to a resparsification (issue 8), and what the fit's
+L-BFGS-B tolerances buy.
+
+``scaling`` (the default): BBKB with the default automatic kernel on ``--candidates`` uniform
+candidates in [0, 1]^d (large_ask.py's smooth objective, noise sd 0.01), ``--T`` selections
+in sync batches. Per run: the refits (batches whose ``fitted_at`` moved) and their mean
+milliseconds (``BatchInfo.refit_seconds``), the mean milliseconds of a resparsification step
+per batch (``open_seconds - refit_seconds``: the dictionary resampling, the embeddings of all
+A candidates, their variances and the means, O(A m^2 + m^3 + t m); BBKB paper, App. C,
+"Complexity analysis"), the ratio of the two and both totals. A refit costs O(E n m^2) with
+n <= 2000 distinct arms, m <= 128 inducing atoms and E evaluations of the bound, whatever A:
+the ratio falls as 1 / A.
+
+``tolerance``: the refits of the hyperparameters.py problems (``--problems``, T = 2000, seeds 0
+and 1) captured and replayed with scipy's default L-BFGS-B tolerances and with the engine's
+(``FIT_FTOL``, ``FIT_GTOL``): CPU seconds, evaluations, and how far the results moved.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/refit_cost.py --candidates 2000 20000 200000
+    OPENBLAS_NUM_THREADS=1 python benchmarks/refit_cost.py tolerance
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+from large_ask import problem  # noqa: E402
+
+from service.engine import Strategy  # noqa: E402
+from service.engine import hyperparameters as hyper  # noqa: E402
+from service.engine import strategy as strategy_module  # noqa: E402
+
+
+def scaling_row(candidates: int, dim: int, T: int, seed: int) -> list[str]:
+    X, f = problem(candidates, dim, seed)
+    f = (f - f.min()) / (f.max() - f.min())
+    strategy = Strategy(X, strategy="bbkb", mode="sync", seed=seed)
+    rng = np.random.default_rng([seed, 2])
+    started = time.perf_counter()
+    while strategy.t < T:
+        for selection in strategy.ask_batch():
+            strategy.tell(selection.t, float(f[selection.arm] + 0.01 * rng.standard_normal()))
+    total = time.perf_counter() - started
+    batches = strategy.batches[1:]  # the first opens on no data: nothing to resparsify
+    refits = np.array([b.refit_seconds for b in batches if math.isfinite(b.refit_seconds)])
+    steps = np.array([b.open_seconds - np.nan_to_num(b.refit_seconds) for b in batches])
+    fit_ms, step_ms = 1e3 * refits.mean(), 1e3 * steps.mean()
+    return [f"{candidates}", f"{dim}", f"{len(batches)}", f"{len(strategy.dictionary)}",
+            f"{len(refits)}", f"{fit_ms:.1f}", f"{step_ms:.1f}", f"{fit_ms / step_ms:.2f}",
+            f"{refits.sum():.2f}", f"{steps.sum():.2f}", f"{total:.2f}"]
+
+
+def captured_fits(problems: list[str], T: int, seeds: int) -> list[tuple[str, Any, Any, dict]]:
+    """(problem, X, y, keyword arguments with the generator's state) of every refit."""
+    import hyperparameters as bench  # benchmarks/hyperparameters.py
+
+    calls: list[tuple[str, Any, Any, dict]] = []
+    fit, current = strategy_module.fit, [""]
+
+    def capture(X: np.ndarray, y: np.ndarray, **kwargs: Any) -> hyper.FitResult:
+        calls.append((current[0], X.copy(), y.copy(),
+                      kwargs | {"rng": kwargs["rng"].bit_generator.state}))
+        return fit(X, y, **kwargs)
+
+    strategy_module.fit = capture  # type: ignore[assignment]
+    try:
+        for name in problems:
+            current[0] = name
+            p = bench.raw_problem(name)
+            for seed in range(seeds):
+                s = Strategy(p.candidates, **(bench.PAPER | {"seed": seed}))
+                common.simulate(p, s, T, T, np.random.default_rng([seed, 12345]))
+    finally:
+        strategy_module.fit = fit  # type: ignore[assignment]
+    return calls
+
+
+def replay(calls: list[tuple[str, Any, Any, dict]], ftol: float,
+           gtol: float) -> list[tuple[str, float, hyper.FitResult]]:
+    saved = hyper.FIT_FTOL, hyper.FIT_GTOL
+    hyper.FIT_FTOL, hyper.FIT_GTOL = ftol, gtol
+    out = []
+    try:
+        for name, X, y, kwargs in calls:
+            rng = np.random.default_rng()
+            rng.bit_generator.state = kwargs["rng"]
+            started = time.process_time()
+            result = hyper.fit(X, y, **(kwargs | {"rng": rng}))
+            out.append((name, time.process_time() - started, result))
+    finally:
+        hyper.FIT_FTOL, hyper.FIT_GTOL = saved
+    return out
+
+
+def tolerance_table(problems: list[str], T: int, seeds: int) -> str:
+    calls = captured_fits(problems, T, seeds)
+    default = replay(calls, 2.220446049250313e-09, 1e-5)  # scipy's L-BFGS-B defaults
+    engine = replay(calls, hyper.FIT_FTOL, hyper.FIT_GTOL)
+    rows = []
+    for name in problems:
+        pairs = [(a, b) for a, b in zip(default, engine, strict=True) if a[0] == name]
+        same_q = [(a[2].hyperparameters, b[2].hyperparameters) for a, b in pairs
+                  if len(a[2].hyperparameters.lengthscale) == len(b[2].hyperparameters.lengthscale)]
+        moved = max((float(np.max(np.abs(np.log(np.divide(x.lengthscale, z.lengthscale))))))
+                    for x, z in same_q)
+        rows.append([name, f"{len(pairs)}",
+                     f"{sum(a[1] for a, _ in pairs):.2f} -> {sum(b[1] for _, b in pairs):.2f}",
+                     f"{sum(a[2].evaluations for a, _ in pairs)} -> "
+                     f"{sum(b[2].evaluations for _, b in pairs)}",
+                     f"{100 * (math.exp(moved) - 1):.1f}%",
+                     f"{max(abs(a[2].objective - b[2].objective) for a, b in pairs):.3f}",
+                     f"{sum(a[2].significant != b[2].significant for a, b in pairs)}",
+                     f"{len(pairs) - len(same_q)}"])
+    return common.format_table(["problem", "refits", "cpu s (scipy -> engine)", "evaluations",
+                                "max lengthscale change", "max |d objective| nats",
+                                "kept changed", "ARD changed"], rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", nargs="?", choices=["scaling", "tolerance"], default="scaling")
+    parser.add_argument("--candidates", type=int, nargs="+", default=[2000, 20000, 200000])
+    parser.add_argument("--dim", type=int, default=8)
+    parser.add_argument("--T", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=2, help="tolerance: seeds per problem")
+    parser.add_argument("--problems", nargs="+",
+                        default=["abalone", "cadata", "hartmann6", "levy", "branin", "branin10"])
+    args = parser.parse_args(argv)
+    if args.part == "tolerance":
+        print(tolerance_table(args.problems, args.T, args.seeds))
+        return
+    rows = []
+    for candidates in args.candidates:
+        rows.append(scaling_row(candidates, args.dim, args.T, args.seed))
+        print(" ".join(rows[-1]), flush=True)
+    print(common.format_table(["A", "d", "batches", "dictionary", "refits", "ms per refit",
+                               "ms per resparsification", "ratio", "refits s",
+                               "resparsifications s", "run s"], rows))
+
+
+if __name__ == "__main__":
+    main()
