@@ -317,6 +317,13 @@ def stranded_queued(session: Session) -> list[tuple[int, int]]:
             if not dispatching(status, plan)]
 
 
+def queued_trials(session: Session, study_id: int) -> list[Trial]:
+    """A study's queued trials: running with no lease yet (dispatched, their job not taken)."""
+    return list(session.scalars(select(Trial).where(
+        Trial.study_id == study_id, Trial.status == "running",
+        Trial.lease_expires_at.is_(None))))
+
+
 def trial_by_id(session: Session, study_id: int, trial_id: int) -> Trial | None:
     trial = session.get(Trial, trial_id)
     return trial if trial is not None and trial.study_id == study_id else None

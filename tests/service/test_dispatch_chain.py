@@ -224,3 +224,34 @@ def test_a_done_dispatch_cannot_be_paused_or_resumed(tmp_path, system):
     assert client.get(f"/v1/studies/{sid}/dispatch").json()["status"] == "done"
     r = client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": 1})
     assert r.status_code == 200 and r.json()["status"] == "running"
+
+
+def test_a_dispatch_of_another_objective_releases_the_old_dispatchs_queued_trials(tmp_path,
+                                                                                  system):
+    """Jobs still queued under a dispatch of one objective ran it after a dispatch of another
+    had replaced it. The new dispatch gives their trials back: the worker that takes an old
+    job skips it (409 on its first heartbeat), and the trials go out under the new
+    objective. With the same objective, the queued jobs are kept."""
+    app, client, sid = system(tmp_path, n=10)
+    queue = app.state.dispatcher.queue
+    assert app.state.dispatcher.top_up(sid) == 2
+    old = [job.args[0] for job in queue.jobs]
+    r = client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": 10, "parallelism": 2})
+    assert r.status_code == 200  # the same objective: the queued trials stay queued
+    running = client.get(f"/v1/studies/{sid}/trials", params={"status": "running"}).json()
+    assert sorted(t["id"] for t in running["trials"]) == sorted(job["trial_id"] for job in old)
+
+    r = client.post(f"/v1/studies/{sid}/dispatch", json={
+        "n_evaluations": 10, "parallelism": 2, "objective": "function:levy"})
+    assert r.status_code == 200, r.text
+    for job in old:
+        trial = client.get(f"/v1/studies/{sid}/trials/{job['trial_id']}").json()
+        assert (trial["status"], trial["attempt"]) == ("pending", 0)
+        beat = client.post(f"/v1/studies/{sid}/trials/{job['trial_id']}/heartbeat",
+                           json={"worker_id": job["worker_id"]})
+        assert beat.status_code == 409  # the old job's worker skips it
+    queue.empty()
+    assert app.state.dispatcher.top_up(sid) == 2
+    new = [job.args[0] for job in queue.jobs]
+    assert {job["objective"] for job in new} == {"function:levy"}
+    assert sorted(job["trial_id"] for job in new) == sorted(job["trial_id"] for job in old)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from sqlalchemy import func, select
 
-from ... import dispatch, studies
+from ... import dispatch, studies, trials
 from ...errors import Conflict, Invalid
 from ...objectives import FORMS, check_fits, check_objective
+from ...store import queries
 from ...store.models import Trial, utcnow
 from ..deps import (
     MetricsDep,
@@ -56,6 +57,11 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
         raise Conflict("this server has no Redis (set BBKB_REDIS_URL) to dispatch to",
                        field="redis")
     before = dispatch.finished(session, runtimes, study)  # n_evaluations count from here
+    if study.dispatch and study.dispatch.get("objective") != objective:
+        # the old dispatch's queued jobs would run its objective: their trials go back to the
+        # pool (a worker that takes such a job skips it) and out again under the new one
+        for trial in queries.queued_trials(session, study.id):
+            trials.release_trial(trial)
     study.dispatch = body.model_dump() | {"objective": objective, "status": "running",
                                           "finished_before": before}
     request.app.state.dispatcher.wake.set()
