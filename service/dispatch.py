@@ -182,7 +182,8 @@ class Dispatcher:
     def _due(self, study_id: int) -> bool:
         """Whether a top-up can change anything, read without the study's lock: an idle pass
         must not bump the study's version, which makes every other server process rebuild its
-        engine from the database. Only async mode can tell (sync asks to learn it is waiting)."""
+        engine from the database. Async: a free slot. Sync: no trial running (the batch is
+        over, or not yet out) or one given back to the pool (the batch waits for it)."""
         with transaction(self.read_sessions) as session:
             study = session.get(Study, study_id)
             if study is None or (study.dispatch or {}).get("status") != "running":
@@ -190,10 +191,16 @@ class Dispatcher:
             plan, spec = study.dispatch, study.spec
             in_flight = _in_flight(session, study_id)
             done = finished(session, self.runtimes, study)
+            sync = EngineConfig.from_dict(spec["engine"]).mode == "sync"
+            unfinished = dict(session.execute(
+                select(Trial.status, func.count()).where(
+                    Trial.study_id == study_id, Trial.status.in_(("running", "pending")))
+                .group_by(Trial.status)).all()) if sync else {}
         if remaining(plan, done, in_flight) <= 0:
             return in_flight == 0  # then the top-up marks the dispatch done
-        return (EngineConfig.from_dict(spec["engine"]).mode == "sync"
-                or in_flight < int(plan.get("parallelism", 1)))
+        if sync:
+            return not unfinished.get("running") or bool(unfinished.get("pending"))
+        return in_flight < int(plan.get("parallelism", 1))
 
     def _ask(self, session, runtime, study) -> list[tuple[dict, int]]:  # type: ignore[no-untyped-def]
         plan = study.dispatch or {}

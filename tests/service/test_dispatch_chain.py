@@ -255,3 +255,37 @@ def test_a_dispatch_of_another_objective_releases_the_old_dispatchs_queued_trial
     new = [job.args[0] for job in queue.jobs]
     assert {job["objective"] for job in new} == {"function:levy"}
     assert sorted(job["trial_id"] for job in new) == sorted(job["trial_id"] for job in old)
+
+
+def test_an_idle_sync_dispatch_pass_leaves_the_study_as_it_is(tmp_path, system):
+    """A sync dispatch asked the engine at every pass (each 0.5 s) while its batch ran, only to
+    learn it was waiting, and each ask bumped the study's version, which makes every other
+    server process reload the study. With the batch out and nothing given back, a pass is idle;
+    a trial given back, or the batch's end, makes it due again."""
+    from service.store.database import transaction
+    from service.store.models import Study
+
+    app, client, sid = system(tmp_path, mode="sync", n=50)
+
+    def version() -> int:
+        with transaction(app.state.read_sessions) as session:
+            return session.get(Study, sid).version
+
+    dispatcher = app.state.dispatcher
+    handed = dispatcher.top_up(sid)
+    assert handed >= 1
+    jobs = [job.args[0] for job in dispatcher.queue.jobs]
+    before = version()
+    assert [dispatcher.top_up(sid) for _ in range(3)] == [0, 0, 0] and version() == before
+    first, *rest = jobs
+    beat = client.post(f"/v1/studies/{sid}/trials/{first['trial_id']}/heartbeat",
+                       json={"worker_id": first["worker_id"]})
+    assert beat.status_code == 200
+    r = client.post(f"/v1/studies/{sid}/trials/{first['trial_id']}/fail",
+                    json={"reason": "node lost", "retryable": True,
+                          "worker_id": first["worker_id"]})
+    assert r.status_code == 200 and r.json()["status"] == "pending", r.text
+    assert dispatcher.top_up(sid) == 1  # the trial given back goes out again
+    for job in [job.args[0] for job in dispatcher.queue.jobs][handed:] + rest:
+        assert _complete(client, sid, job, 1.0, next=False).status_code == 200
+    assert dispatcher.top_up(sid) >= 1  # the batch is done: the next one goes out
