@@ -171,13 +171,13 @@ class Dispatcher:
         if not self._due(study_id):
             return 0
         handed = self.runtimes.mutate(study_id, None, self._ask)
-        for job, timeout in handed:
-            self._enqueue(job, timeout)
+        for job in handed:
+            self._enqueue(job)
         return len(handed)
 
-    def _enqueue(self, job: dict[str, Any], timeout: int) -> None:
+    def _enqueue(self, job: dict[str, Any]) -> None:
         self.queue.enqueue("workers.job.evaluate_trial", job, job_id=job["job_id"],
-                           job_timeout=timeout, result_ttl=600, failure_ttl=3600)
+                           job_timeout=job["job_timeout"], result_ttl=600, failure_ttl=3600)
 
     def _due(self, study_id: int) -> bool:
         """Whether a top-up can change anything, read without the study's lock: an idle pass
@@ -202,7 +202,7 @@ class Dispatcher:
             return not unfinished.get("running") or bool(unfinished.get("pending"))
         return in_flight < int(plan.get("parallelism", 1))
 
-    def _ask(self, session, runtime, study) -> list[tuple[dict, int]]:  # type: ignore[no-untyped-def]
+    def _ask(self, session, runtime, study) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
         plan = study.dispatch or {}
         if plan.get("status") != "running":  # paused or stopped since _due read it unlocked
             return []
@@ -221,8 +221,7 @@ class Dispatcher:
             # no lease while the job waits in the queue (it could expire there, and the trial
             # be handed out again): the worker that takes the job starts it with a heartbeat
             trial.lease_expires_at = None
-        timeout = int(plan.get("job_timeout", 3600))
-        return [(payload(runtime, t, plan), timeout) for t in asked.trials]
+        return [payload(runtime, t, plan) for t in asked.trials]
 
     def repair(self, study_id: int) -> int:
         """Re-enqueue queued trials (running, no lease yet: no worker has taken their job) whose
@@ -242,8 +241,8 @@ class Dispatcher:
             return 0
         handed = self.runtimes.mutate(study_id, None,
                                       lambda s, r, study: self._renamed(s, r, study, lost))
-        for job, timeout in handed:
-            self._enqueue(job, timeout)
+        for job in handed:
+            self._enqueue(job)
         if handed:
             log.warning("re-enqueued %d trial(s) of study %d missing from Redis", len(handed),
                         study_id)
@@ -261,7 +260,7 @@ class Dispatcher:
 
     @staticmethod
     def _renamed(session: Session, runtime, study: Study,  # type: ignore[no-untyped-def]
-                 lost: dict[int, str]) -> list[tuple[dict[str, Any], int]]:
+                 lost: dict[int, str]) -> list[dict[str, Any]]:
         """Jobs for the ``lost`` trials (id: worker id seen without the lock) that still wait
         under that worker id, each renamed for a new job: another server process repairing the
         same trial meanwhile renamed it, so it is enqueued once. None if the dispatch stopped
@@ -277,7 +276,7 @@ class Dispatcher:
                 continue
             trial.worker_id = PREFIX + job_id(trial, "r")
             trial.started_at = now  # the grace period before a repair applies to the new job
-            jobs.append((payload(runtime, trial, plan), int(plan.get("job_timeout", 3600))))
+            jobs.append(payload(runtime, trial, plan))
         return jobs
 
     def loop(self, stop: threading.Event, interval: float = 0.5) -> None:

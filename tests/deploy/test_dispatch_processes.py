@@ -84,8 +84,8 @@ def test_repair_does_not_enqueue_a_trial_another_process_is_enqueuing(servers):
     handed = a.state.runtimes.mutate(sid, None, a.state.dispatcher._ask)  # committed, and
     assert len(handed) == 2 and queue.count == 0                           # not enqueued yet
     assert b.state.dispatcher.repair(sid) == 0  # too recent to be missing
-    for payload, timeout in handed:  # process a goes on: enqueues after its commit
-        a.state.dispatcher._enqueue(payload, timeout)
+    for payload in handed:  # process a goes on: enqueues after its commit
+        a.state.dispatcher._enqueue(payload)
     assert queue.count == 2
 
     queue.connection.flushall()  # now the jobs are really lost, and the trials are older
@@ -94,5 +94,5 @@ def test_repair_does_not_enqueue_a_trial_another_process_is_enqueuing(servers):
     assert a.state.dispatcher.repair(sid) == 0  # b put them back: not enqueued twice
     repaired = sorted(queue.job_ids)  # each under a new name (-r<hex>), taken under the lock
     assert [name.rpartition("-")[0] for name in repaired] == sorted(
-        p["job_id"].rpartition("-")[0] for p, _ in handed)  # bbkb-<study>-<trial>-<attempt>
+        p["job_id"].rpartition("-")[0] for p in handed)  # bbkb-<study>-<trial>-<attempt>
     assert all(name.rpartition("-")[2].startswith("r") for name in repaired)
