@@ -33,7 +33,7 @@ from .objectives import check_objective
 from .runtime import Runtimes
 from .store import queries
 from .store.database import lock_study, transaction
-from .store.models import Study, Trial, utcnow
+from .store.models import Batch, Study, Trial, utcnow
 
 log = logging.getLogger("bbkb.dispatch")
 QUEUE = "bbkb"
@@ -86,6 +86,20 @@ def remaining(plan: dict[str, Any], done: int, in_flight: int) -> int:
 def _in_flight(session: Session, study_id: int) -> int:
     """Trials of the study running on Redis workers."""
     return len(queries.running_on(session, study_id, PREFIX))
+
+
+def _waiting_for_its_batch(session: Session, study_id: int) -> bool:
+    """Whether a sync study can hand out nothing: its batch is out (closed by the stopping
+    rule), trials of it still run, and none was given back to the pool."""
+    latest = session.execute(select(Batch.closed_at).where(Batch.study_id == study_id)
+                             .order_by(Batch.index.desc()).limit(1)).first()
+    if latest is None or latest.closed_at is None:
+        return False
+    unfinished = dict(session.execute(
+        select(Trial.status, func.count()).where(
+            Trial.study_id == study_id, Trial.status.in_(("running", "pending")))
+        .group_by(Trial.status)).all())
+    return bool(unfinished.get("running")) and not unfinished.get("pending")
 
 
 def finished(session: Session, runtimes: Runtimes, study: Study) -> int:
@@ -182,8 +196,8 @@ class Dispatcher:
     def _due(self, study_id: int) -> bool:
         """Whether a top-up can change anything, read without the study's lock: an idle pass
         must not bump the study's version, which makes every other server process rebuild its
-        engine from the database. Async: a free slot. Sync: no trial running (the batch is
-        over, or not yet out) or one given back to the pool (the batch waits for it)."""
+        engine from the database. Async: a free slot. Sync: not waiting for its batch
+        (:func:`_waiting_for_its_batch`)."""
         with transaction(self.read_sessions) as session:
             study = session.get(Study, study_id)
             if study is None or (study.dispatch or {}).get("status") != "running":
@@ -192,15 +206,10 @@ class Dispatcher:
             in_flight = _in_flight(session, study_id)
             done = finished(session, self.runtimes, study)
             sync = EngineConfig.from_dict(spec["engine"]).mode == "sync"
-            unfinished = dict(session.execute(
-                select(Trial.status, func.count()).where(
-                    Trial.study_id == study_id, Trial.status.in_(("running", "pending")))
-                .group_by(Trial.status)).all()) if sync else {}
+            waiting = sync and _waiting_for_its_batch(session, study_id)
         if remaining(plan, done, in_flight) <= 0:
             return in_flight == 0  # then the top-up marks the dispatch done
-        if sync:
-            return not unfinished.get("running") or bool(unfinished.get("pending"))
-        return in_flight < int(plan.get("parallelism", 1))
+        return not waiting if sync else in_flight < int(plan.get("parallelism", 1))
 
     def _ask(self, session, runtime, study) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
         plan = study.dispatch or {}

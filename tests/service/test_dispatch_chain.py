@@ -289,3 +289,22 @@ def test_an_idle_sync_dispatch_pass_leaves_the_study_as_it_is(tmp_path, system):
     for job in [job.args[0] for job in dispatcher.queue.jobs][handed:] + rest:
         assert _complete(client, sid, job, 1.0, next=False).status_code == 200
     assert dispatcher.top_up(sid) >= 1  # the batch is done: the next one goes out
+
+
+def test_a_sync_dispatch_hands_out_the_rest_of_a_batch_a_smaller_one_left(tmp_path, system):
+    """A dispatch whose budget ran out mid-batch left the batch open: a new dispatch hands out
+    its rest at once, while the first trials still run (not after they end)."""
+    app, client, _ = system(tmp_path)
+    body = {"name": "eights", "candidates": np.random.default_rng(1).random((60, 2)).tolist(),
+            "objective": "function:branin",
+            "engine": {"strategy": "uniform", "mode": "sync", "batch_size": 8, "seed": 0}}
+    sid = client.post("/v1/studies", json=body).json()["id"]
+    client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": 3})
+    dispatcher = app.state.dispatcher
+    assert dispatcher.top_up(sid) == 3
+    batch = client.get(f"/v1/studies/{sid}/batches").json()["batches"][-1]
+    assert batch["closed_at"] is None  # the budget stopped the hand-out, not the rule
+    client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": 100})
+    assert dispatcher.top_up(sid) == 5  # the rest of the open batch
+    assert client.get(f"/v1/studies/{sid}/batches").json()["batches"][-1]["closed_at"]
+    assert dispatcher.top_up(sid) == 0  # now it waits for the batch
