@@ -7,12 +7,16 @@ worker processes each process reports its own numbers, as usual for Prometheus' 
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .engine import BatchInfo
+
 access_log = logging.getLogger("bbkb.access")
+batch_log = logging.getLogger("bbkb.server")
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
@@ -37,6 +41,18 @@ class Metrics:
         self.batch_open = Histogram("bbkb_batch_open_seconds", "Time to open a batch "
                                     "(dictionary, kernel refit, posterior)",
                                     buckets=LATENCY_BUCKETS, registry=self.registry)
+
+    def batches_opened(self, study_id: int, opened: list[BatchInfo]) -> None:
+        """Count and time the batches a change opened (Runtimes' ``on_opened``), and log them."""
+        for info in opened:
+            self.batches.inc()
+            self.batch_open.observe(info.open_seconds)
+            if math.isfinite(info.resparsify_seconds):  # NaN: no dictionary
+                self.resparsify.observe(info.resparsify_seconds)
+            if math.isfinite(info.refit_seconds):  # NaN: no refit at this batch
+                self.refit.observe(info.refit_seconds)
+            batch_log.info("batch opened", extra={"study_id": study_id, "batch": info.index,
+                                                  "seconds": round(info.open_seconds, 4)})
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

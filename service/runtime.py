@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
-from .engine import EngineConfig, Strategy
+from .engine import BatchInfo, EngineConfig, Strategy
 from .errors import Conflict, NotFound, ServiceError
 from .searchspace import SearchSpace, decode_matrix_row
 from .store import queries
@@ -72,9 +72,13 @@ def row_decoder(spec: dict[str, Any]) -> Callable[[np.ndarray], dict[str, Any]]:
 class Runtimes:
     """Cache of study runtimes with the locking protocol described in the module docstring."""
 
-    def __init__(self, sessions: sessionmaker[Session], capacity: int = 16) -> None:
+    def __init__(self, sessions: sessionmaker[Session], capacity: int = 16,
+                 on_opened: Callable[[int, list[BatchInfo]], None] | None = None) -> None:
         self._sessions = sessions
         self._capacity = capacity  # engines kept, least recently used evicted
+        #: told (study id, batches) of the batches each committed change opened, whoever asked
+        #: (a worker, the dispatcher, a dispatch job's next trial)
+        self._on_opened = on_opened
         self._cache: OrderedDict[int, StudyRuntime] = OrderedDict()
         self._candidates: dict[int, np.ndarray] = {}
         self._locks: dict[int, threading.Lock] = {}
@@ -118,13 +122,17 @@ class Runtimes:
                                        f" with PUT /v1/studies/{study_id}/candidates",
                                        field="study_id")
                     runtime = self._current(session, study)
+                    seen = len(runtime.strategy.batches)
                     result = change(session, runtime, study)
                     runtime.version = queries.bump_version(session, study, utcnow())
+                opened = runtime.strategy.batches[seen:]
             except ServiceError:
                 raise  # raised before the engine was touched: the cache stays valid
             except BaseException:  # engine errors too: one may come from a half-opened batch
                 self._cache.pop(study_id, None)
                 raise
+        if opened and self._on_opened is not None:
+            self._on_opened(study_id, opened)
         return result
 
     def _current(self, session: Session, study: Study) -> StudyRuntime:

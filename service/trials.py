@@ -12,14 +12,13 @@ engine (see service.runtime).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
 
-from .engine import BatchInfo
 from .errors import Conflict, Invalid, NotFound
 from .runtime import StudyRuntime
 from .store import queries
@@ -42,11 +41,10 @@ def _trial(session: Session, runtime: StudyRuntime, trial_id: int) -> Trial:
 
 @dataclass
 class Asked:
-    """What one ask handed out, and the batches it opened."""
+    """What one ask handed out (the batches it opened reach Runtimes' ``on_opened``)."""
 
     trials: list[Trial]
     waiting: str | None = None
-    opened: list[BatchInfo] = field(default_factory=list)
 
 
 def ask(session: Session, runtime: StudyRuntime, study: Study, *, worker_id: str, count: int,
@@ -65,13 +63,13 @@ def ask(session: Session, runtime: StudyRuntime, study: Study, *, worker_id: str
         out.append(trial)
     asked = Asked(out)
     if len(out) < count:
-        out += _new_trials(session, runtime, worker_id, count - len(out), now, asked.opened)
+        out += _new_trials(session, runtime, worker_id, count - len(out), now)
     asked.waiting = runtime.strategy.waiting if len(out) < count else None
     return asked
 
 
 def _new_trials(session: Session, runtime: StudyRuntime, worker_id: str, count: int,
-                now: datetime, opened: list[BatchInfo]) -> list[Trial]:
+                now: datetime) -> list[Trial]:
     strategy = runtime.strategy
     before = strategy.batch
     selections = strategy.ask(count)
@@ -83,8 +81,6 @@ def _new_trials(session: Session, runtime: StudyRuntime, worker_id: str, count: 
         if info.index < max(before, 0):
             break
         queries.save_batch(session, runtime.study_id, info, new=info.index > before, now=now)
-        if info.index > before:
-            opened.append(info)
     trials = [Trial(study_id=runtime.study_id, t=s.t, candidate=s.arm, batch=s.batch,
                     kind="suggested", status="running", folded=-1, var_start=s.variance,
                     attempt=1, worker_id=worker_id, lease_expires_at=_lease(runtime, now),

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
 from threadpoolctl import threadpool_limits
 
 from .. import logs, trials
@@ -20,7 +21,7 @@ from ..settings import Settings
 from ..store import queries
 from ..store.database import make_engine, session_factory, transaction
 from ..store.migrate import ensure_schema
-from ..store.models import utcnow
+from ..store.models import Study, utcnow
 from . import errors
 from .routes import batches, dispatch, health, history, metrics, queue, studies, ui
 from .routes import trials as trial_routes
@@ -35,6 +36,7 @@ def reap_expired_leases(app: FastAPI) -> int:
     now = utcnow()
     with transaction(app.state.read_sessions) as session:
         expired, stranded = queries.expired_leases(session, now), queries.stranded_queued(session)
+        expired = _heard_out(session, expired, (now - app.state.started_at).total_seconds())
     reaped = _per_study(app, expired, "reap leases of",
                         lambda ids: lambda s, r, _: trials.reap(s, r, trial_ids=ids, now=now))
     released = _per_study(app, stranded, "release queued trials of",
@@ -45,16 +47,15 @@ def reap_expired_leases(app: FastAPI) -> int:
     return reaped
 
 
-def renew_lapsed_leases(app: FastAPI) -> int:
-    """At startup, before the reaper's first pass: leases that lapsed while no server ran get
-    one full lease from now. The workers' heartbeats had nowhere to go, so after an outage
-    longer than a lease the first pass took every trial still being evaluated (and handed it
-    out again). A worker that died meanwhile loses its trial one lease later."""
-    with transaction(app.state.sessions) as session:
-        renewed = queries.renew_lapsed_leases(session, utcnow())
-    if renewed:
-        log.info("lapsed leases renewed at startup", extra={"trials": renewed})
-    return renewed
+def _heard_out(session: Session, expired: list[tuple[int, int]],
+               up_seconds: float) -> list[tuple[int, int]]:
+    """The expired leases of studies whose lease is no longer than this process has run. In
+    its first lease a process cannot tell a dead worker from one whose heartbeats found no
+    server (after an outage longer than a lease, the first pass took every trial still being
+    evaluated and handed it out again); processes that ran meanwhile reaped the dead ones."""
+    lease = {sid: float(session.get(Study, sid).spec["lease_seconds"])
+             for sid in {sid for sid, _ in expired}}
+    return [(sid, tid) for sid, tid in expired if up_seconds >= lease[sid]]
 
 
 def _per_study(app: FastAPI, rows: list[tuple[int, int]], what: str,
@@ -93,7 +94,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        renew_lapsed_leases(app)
         threads = [threading.Thread(target=_reaper_loop, args=(app, stop), daemon=True,
                                     name="lease-reaper")]
         if app.state.dispatcher is not None:
@@ -113,11 +113,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   description="Distributed asynchronous batch evaluation driven by BBKB.",
                   max_body_size=settings.max_upload_bytes)
     app.state.settings = settings
+    app.state.started_at = utcnow()  # the reaper's first lease (_heard_out)
     app.state.sessions = session_factory(engine)
     app.state.read_sessions = session_factory(engine, read_only=True)
-    app.state.runtimes = Runtimes(app.state.sessions, capacity=settings.cached_studies)
-    app.state.local_owner = None
     app.state.metrics = Metrics()
+    app.state.runtimes = Runtimes(app.state.sessions, capacity=settings.cached_studies,
+                                  on_opened=app.state.metrics.batches_opened)
+    app.state.local_owner = None
     app.state.dispatcher = (Dispatcher(app.state.runtimes, app.state.sessions,
                                        app.state.read_sessions, settings.redis_url,
                                        settings.objective_modules)

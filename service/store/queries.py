@@ -12,7 +12,7 @@ import io
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -285,23 +285,6 @@ def expired_leases(session: Session, now: Any) -> list[tuple[int, int]]:
         select(Trial.study_id, Trial.id).join(Study, Study.id == Trial.study_id).where(
             Trial.status == "running", Trial.lease_expires_at < now,
             Study.status != "deleted"))]
-
-
-def renew_lapsed_leases(session: Session, now: Any) -> int:
-    """Running trials whose lease lapsed (in studies not deleted) get one full lease of their
-    study's from ``now``; returns their number. For a server starting: while none ran, the
-    workers' heartbeats had nowhere to go."""
-    lapsed = select(Trial.study_id).where(Trial.status == "running",
-                                          Trial.lease_expires_at < now).distinct()
-    renewed = 0
-    for study in session.scalars(select(Study).where(Study.id.in_(lapsed),
-                                                     Study.status != "deleted")):
-        until = now + timedelta(seconds=float(study.spec["lease_seconds"]))
-        renewed += session.execute(
-            update(Trial).where(Trial.study_id == study.id, Trial.status == "running",
-                                Trial.lease_expires_at < now)
-            .values(lease_expires_at=until)).rowcount
-    return renewed
 
 
 def stranded_queued(session: Session) -> list[tuple[int, int]]:

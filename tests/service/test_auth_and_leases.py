@@ -160,11 +160,12 @@ def _wait_status(client, sid: int, trial_id: int, status: str) -> dict:  # type:
     raise AssertionError(f"trial {trial_id} never became {status}: {trial}")
 
 
-def test_leases_that_lapsed_while_no_server_ran_are_renewed_at_startup(database_url, tmp_path):
+def test_a_server_hears_out_a_lease_before_reaping_it(database_url, tmp_path):
     """A server down for longer than a lease: its first reaper pass took every trial still
-    being evaluated (the workers' heartbeats had nowhere to go) and handed it out again. The
-    restarted server gives them one lease from its start; a worker that heartbeats keeps its
-    trial, one that does not loses it a lease later."""
+    being evaluated (the workers' heartbeats had found no server) and handed it out again. A
+    process reaps a study's leases only once it has run for one lease: a worker that
+    heartbeats keeps its trial, one that does not loses it then. A process that ran all along
+    reaps as before, whatever other processes start meanwhile."""
     with app_client(database_url, tmp_path, reaper_interval=3600) as client:
         sid = create_study(client, lease_seconds=1.0, engine={
             "strategy": "uniform", "mode": "async", "batch_size": 4, "seed": 0})["id"]
@@ -173,12 +174,19 @@ def test_leases_that_lapsed_while_no_server_ran_are_renewed_at_startup(database_
         assert len(trials) == 2
     time.sleep(1.2)  # the server is down for longer than the lease
     with app_client(database_url, tmp_path, reaper_interval=3600) as client:
-        app = client.app
-        assert reap_expired_leases(app) == 0  # renewed when the server started
+        assert reap_expired_leases(client.app) == 0  # up for less than a lease
         alive, dead = (f"/v1/studies/{sid}/trials/{t['id']}" for t in trials)
-        for _ in range(3):  # 1.2 s: past the renewed lease, which the live worker extends
+        for _ in range(3):  # 1.2 s: the live worker's heartbeats reach the server again
             time.sleep(0.4)
             assert client.post(f"{alive}/heartbeat", json={"worker_id": "w"}).status_code == 200
-        assert reap_expired_leases(app) == 1
+        assert reap_expired_leases(client.app) == 1
         assert client.get(alive).json()["status"] == "running"
         assert client.get(dead).json()["status"] == "pending"
+
+        (again,) = client.post(f"/v1/studies/{sid}/suggestions",
+                               json={"worker_id": "w2", "count": 1}).json()["trials"]
+        time.sleep(1.2)  # w2 dies; another process starts meanwhile
+        with app_client(database_url, tmp_path, reaper_interval=3600):
+            pass
+        assert reap_expired_leases(client.app) >= 1
+        assert client.get(f"/v1/studies/{sid}/trials/{again['id']}").json()["status"] == "pending"

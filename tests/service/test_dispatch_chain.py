@@ -308,3 +308,21 @@ def test_a_sync_dispatch_hands_out_the_rest_of_a_batch_a_smaller_one_left(tmp_pa
     assert dispatcher.top_up(sid) == 5  # the rest of the open batch
     assert client.get(f"/v1/studies/{sid}/batches").json()["batches"][-1]["closed_at"]
     assert dispatcher.top_up(sid) == 0  # now it waits for the batch
+
+
+def test_batches_a_dispatch_opens_are_counted_in_the_metrics(tmp_path, system):
+    """/metrics counted (and timed) only the batches a worker's suggestions request opened:
+    a dispatched study, whose batches the dispatcher and the jobs' next trials open, showed
+    none."""
+    app, client, sid = system(tmp_path, n=12)
+    assert app.state.dispatcher.top_up(sid) == 2
+    jobs = [job.args[0] for job in app.state.dispatcher.queue.jobs]
+    for step in range(10):  # each result brings the next trial, until the budget is spent
+        r = _complete(client, sid, jobs[step % 2], float(step))
+        assert r.status_code == 200, r.text
+        jobs[step % 2] = r.json()["next"] or jobs[step % 2]
+    batches = client.get(f"/v1/studies/{sid}/batches").json()["batches"]
+    assert len(batches) > 2
+    text = client.get("/metrics").text
+    assert f"bbkb_batches_total {len(batches):.1f}" in text
+    assert f"bbkb_batch_open_seconds_count {len(batches):.1f}" in text

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import logging
-import math
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -53,7 +51,6 @@ from ..schemas import (
 from .studies import owned
 
 router = APIRouter(prefix="/v1/studies/{study_id}", tags=["trials"])
-log = logging.getLogger("bbkb.server")
 
 
 @router.post("/suggestions", response_model=Suggestions)
@@ -63,22 +60,13 @@ def create_suggestions(study_id: StudyId, body: SuggestRequest, owner: OwnerDep,
     def change(session, runtime, study):  # type: ignore[no-untyped-def]
         asked = trials.ask(session, runtime, study, worker_id=body.worker_id,
                            count=body.count, now=utcnow())
-        return asked, Suggestions(
+        return Suggestions(
             trials=[studies.trial_public(t, runtime.parameters(t.candidate))
                     for t in asked.trials],
             waiting=asked.waiting,
             retry_after=trials.RETRY_AFTER_SECONDS if asked.waiting else None)
-    asked, answer = runtimes.mutate(study_id, owner, change)
+    answer = runtimes.mutate(study_id, owner, change)
     metrics.suggestions.inc(len(answer.trials))
-    for info in asked.opened:
-        metrics.batches.inc()
-        metrics.batch_open.observe(info.open_seconds)
-        if math.isfinite(info.resparsify_seconds):  # NaN: no dictionary
-            metrics.resparsify.observe(info.resparsify_seconds)
-        if math.isfinite(info.refit_seconds):  # NaN: no refit at this batch
-            metrics.refit.observe(info.refit_seconds)
-        log.info("batch opened", extra={"study_id": study_id, "batch": info.index,
-                                        "seconds": round(info.open_seconds, 4)})
     return json_answer(answer)
 
 
