@@ -250,12 +250,14 @@ class Study:
 
     def pause_dispatch(self, objective: str | None = None) -> DispatchStatus:
         """Enqueue no more trials for the dispatch (those in flight finish); ConflictError if
-        the study has none, or, with ``objective``, if the dispatch runs another objective."""
+        the study has none, if it is done, or, with ``objective``, if the dispatch runs another
+        objective."""
         params = {} if objective is None else {"objective": objective}
         return DispatchStatus.model_validate(self.client.request(
             "POST", self._path("/dispatch/pause"), params=params).json())
 
     def resume_dispatch(self) -> DispatchStatus:
+        """Enqueue trials again; ConflictError if the study has no dispatch or it is done."""
         return DispatchStatus.model_validate(
             self.client.request("POST", self._path("/dispatch/resume")).json())
 

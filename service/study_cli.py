@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from client import Client
-from client.errors import APIError, BBKBError, InvalidArgument, NotFoundError, invalid_argument
+from client.errors import (
+    APIError,
+    BBKBError,
+    ConflictError,
+    InvalidArgument,
+    NotFoundError,
+    invalid_argument,
+)
 from client.study import Study
 
 if TYPE_CHECKING:
@@ -373,7 +380,10 @@ def _lifecycle(args: argparse.Namespace) -> int:
         info = study.pause() if pause else study.resume()
         dispatch = study.dispatch_status()
         if dispatch.status == ("running" if pause else "paused"):
-            dispatch = study.pause_dispatch() if pause else study.resume_dispatch()
+            try:
+                dispatch = study.pause_dispatch() if pause else study.resume_dispatch()
+            except ConflictError:  # it finished meanwhile: nothing left to pause or resume
+                dispatch = study.dispatch_status()
     if args.json:
         print(json.dumps({"study": info.model_dump(mode="json"),
                           "dispatch": dispatch.model_dump(mode="json")}))
