@@ -112,7 +112,7 @@ def tolerance_table(problems: list[str], T: int, seeds: int) -> str:
         same_q = [(a[2].hyperparameters, b[2].hyperparameters) for a, b in pairs
                   if len(a[2].hyperparameters.lengthscale) == len(b[2].hyperparameters.lengthscale)]
         moved = max((float(np.max(np.abs(np.log(np.divide(x.lengthscale, z.lengthscale))))))
-                    for x, z in same_q)
+                    for x, z in same_q) if same_q else math.nan
         rows.append([name, f"{len(pairs)}",
                      f"{sum(a[1] for a, _ in pairs):.2f} -> {sum(b[1] for _, b in pairs):.2f}",
                      f"{sum(a[2].evaluations for a, _ in pairs)} -> "

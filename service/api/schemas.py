@@ -240,8 +240,9 @@ class BatchPublic(BaseModel):
         default=None, description="The dictionary resampling alone; null without a dictionary "
         "(GP-UCB family, uniform) and for batches stored before it was measured.")
     refit_seconds: float | None = Field(
-        default=None, description="The kernel hyper-parameter refit, part of open_seconds; "
-        "null at batches that did not refit and for batches stored before it was measured.")
+        default=None, description="The engine's kernel hyper-parameter refit (automatic "
+        "kernels), part of open_seconds; null at batches that did not refit, for GSSBO (its "
+        "own fit is part of open_seconds) and for batches stored before it was measured.")
     opened_at: datetime | None
     closed_at: datetime | None
 

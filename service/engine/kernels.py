@@ -85,7 +85,9 @@ def _positive(name: str, value: object) -> float:
 def _lengthscale(value: object) -> float | tuple[float, ...]:
     """One lengthscale (a number, or a list of one: what a batch records for one) or one per
     input dimension (a list of numbers)."""
-    if isinstance(value, list | tuple | np.ndarray):
+    if isinstance(value, np.ndarray):
+        value = value.tolist()  # a 0-d array is a number
+    if isinstance(value, list | tuple):
         if len(value) == 0:
             raise ConfigError("kernel lengthscale must be a number or a non-empty list of "
                               "numbers, one per dimension", field="kernel.lengthscale")

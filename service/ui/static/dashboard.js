@@ -704,7 +704,7 @@ function studyPage(id) {
           xLabel: "batch", yLabel: "dictionary points", integerY: true, yMin: 0});
     for (const [id, key, none] of [["plot-resparsify", "resparsify_seconds", "not measured"],
                                    ["plot-open", "open_seconds", "not measured"],
-                                   ["plot-refit", "refit_seconds", "no refit"]]) {
+                                   ["plot-refit", "refit_seconds", "no refit measured"]]) {
       const timed = b.filter((r) => r[key] !== null && r[key] !== undefined);
       const ms = timed.map((r) => 1000 * r[key]);
       plot(document.getElementById(id),
