@@ -89,8 +89,13 @@ levy20-shifted styblinski20-shifted --only auto ls=4 ls=8 ls=16 --lengthscales 4
 ``--T 2000 --seeds 10 ... --only ls=2 --lengthscales 2``. Not finished in session 20 (stopped
 at its end): the fixed bandwidths on rastrigin100-shifted and powell50-shifted with the optimum
 placed per seed (auto: 0.0184 / 0.0037, 30 seeds; 0.207 / 0.068, 10 seeds; ls=4 and ls=8 take
-10-60 CPU s per run there), branin10 at 10^4 (auto 0.0218 against ls=1 0.665, 10 seeds; ls=2-16
-not run) and f1. With one placement for every seed (``default_rng(2)``, before the placement
+10-60 CPU s per run there; stopped again in session 21 after 50 CPU min without a row) and
+branin10 at 10^4 (auto 0.0218 against ls=1 0.665, 10 seeds; ls=2 ran 64 CPU min in session 21
+without finishing, ls=4-16 not run). f1 (GO-UCB's network function, session 21, ``--T 10000
+--seeds 10 --problems f1 --only auto ls=2 ls=4 ls=8 ls=16``): auto 0.0098 / 0.0022, ls=2
+0.0929 / 0.0918, ls=4 0.0153 / 0.0205 (333 s a run), ls=8 0.0088 / 0.0044, ls=16 0.0114 /
+0.0027: auto +11.6% against ls=8 at 2000 (-13..+47%, not significant on 10 seeds) and -17%
+against ls=16 at 10^4 (-34..+13%). With one placement for every seed (``default_rng(2)``, before the placement
 per seed) rastrigin100-shifted gave auto 0.0151 against ls=8 0.0151 (0%, -8..+10%), ls=10
 0.0064 (2.4x), ls=16 0.0181, ls=32 0.0362 (30 seeds; at 10^4 the same ratios: no regret after
 t = 2000, so every RR at 10^4 is the one at 2000 times 0.2).
