@@ -95,10 +95,10 @@ without finishing, ls=4-16 not run). f1 (GO-UCB's network function, session 21, 
 --seeds 10 --problems f1 --only auto ls=2 ls=4 ls=8 ls=16``): auto 0.0098 / 0.0022, ls=2
 0.0929 / 0.0918, ls=4 0.0153 / 0.0205 (333 s a run), ls=8 0.0088 / 0.0044, ls=16 0.0114 /
 0.0027: auto +11.6% against ls=8 at 2000 (-13..+47%, not significant on 10 seeds) and -17%
-against ls=16 at 10^4 (-34..+13%). With one placement for every seed (``default_rng(2)``, before the placement
-per seed) rastrigin100-shifted gave auto 0.0151 against ls=8 0.0151 (0%, -8..+10%), ls=10
-0.0064 (2.4x), ls=16 0.0181, ls=32 0.0362 (30 seeds; at 10^4 the same ratios: no regret after
-t = 2000, so every RR at 10^4 is the one at 2000 times 0.2).
+against ls=16 at 10^4 (-34..+13%). With one placement for every seed (``default_rng(2)``,
+before the placement per seed) rastrigin100-shifted gave auto 0.0151 against ls=8 0.0151 (0%,
+-8..+10%), ls=10 0.0064 (2.4x), ls=16 0.0181, ls=32 0.0362 (30 seeds; at 10^4 the same ratios:
+no regret after t = 2000, so every RR at 10^4 is the one at 2000 times 0.2).
 
 The refits against the dictionary resampling they sit beside (``resparsify s``; T = 2000,
 seed 0, ``--seeds 1 --problems abalone cadata hartmann6 --only auto``, session 20, before the

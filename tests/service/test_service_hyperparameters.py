@@ -25,13 +25,18 @@ def _run(post, get, sid: int, steps: range) -> list[tuple]:  # type: ignore[no-u
     return log
 
 
+def _poster(client):  # type: ignore[no-untyped-def]
+    """POST with a JSON body that must succeed; returns the answer's JSON."""
+    def post(path: str, body: dict) -> dict:
+        response = client.post(path, json=body)
+        assert response.status_code in (200, 201), response.text
+        return response.json()
+    return post
+
+
 def test_hyperparameters_are_stored_shown_and_survive_a_restart(tmp_path, server_factory):
     with app_client(f"sqlite:///{tmp_path / 'ref.db'}", tmp_path) as client:
-        def ref_post(path: str, body: dict) -> dict:
-            response = client.post(path, json=body)
-            assert response.status_code in (200, 201), response.text
-            return response.json()
-
+        ref_post = _poster(client)
         ref_sid = ref_post("/v1/studies", STUDY)["id"]
         assert client.get(f"/v1/studies/{ref_sid}").json()["spec"]["engine"][
             "hyperparameters"] == "auto"
@@ -72,11 +77,7 @@ def test_a_studys_fit_can_be_fixed_in_a_new_study_one_lengthscale_per_column(tmp
     on them (``source: fixed``); a list that does not match the columns is a 422 naming
     ``engine.kernel.lengthscale``, inline, from a search space and on an upload."""
     with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
-        def post(path: str, body: dict) -> dict:
-            response = client.post(path, json=body)
-            assert response.status_code in (200, 201), response.text
-            return response.json()
-
+        post = _poster(client)
         auto = post("/v1/studies", STUDY)["id"]
         _run(post, client.get, auto, range(24))
         shown = client.get(f"/v1/studies/{auto}").json()["hyperparameters"]
