@@ -106,7 +106,7 @@ fit's looser L-BFGS-B tolerances): Abalone 8 fits of 21 ms against 0.2 ms per re
 Cadata 11 of 56 ms against 0.2 ms, Hartmann-6 8 of 18 ms against 0.1 ms. The resampling is
 only the first part of the paper's resparsification step (then the embeddings, variances and
 means of all A candidates): ``refit_cost.py`` sets a refit against the whole step, per A.
-A looser L-BFGS-B (``FIT_FTOL`` 1e-4, ``FIT_GTOL`` 1e-3; tried in session 21 and reverted to
+A looser L-BFGS-B (``FIT_FTOL`` 1e-4, gtol 1e-3; tried in session 21 and reverted to
 1e-6 / scipy's gtol, see hyperparameters.py) left the regret ratios as they were (auto,
 T = 2000, 30 seeds, scipy's defaults -> 1e-4 / 1e-3; fit CPU s per run): Abalone
 0.1147 -> 0.1147 (0.15 -> 0.12 s), Cadata 0.0055 -> 0.0054 (0.30 -> 0.17), Hartmann-6 0.0451

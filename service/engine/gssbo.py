@@ -19,8 +19,8 @@ other steps one L-BFGS-B run from the anchor's values on the step's own data. Th
 pure function of that prefix (its generator is seeded by it), so a rebuilt strategy recomputes
 it and replays exactly; the live model keeps the last one. Each evaluation is one Cholesky with
 Sigma^-1 by ``potri`` (:func:`hyperparameters.exact_log_likelihood`, the distances computed once
-per fit), and L-BFGS-B stops at a relative change of ``FTOL``. The posterior is built in one
-blocked factorisation (:meth:`GSSPosterior._factor_observed`). Before (a full
+per fit), and L-BFGS-B stops at a relative change of ``hyperparameters.FIT_FTOL``. The posterior
+is built in one blocked factorisation (:meth:`GSSPosterior._factor_observed`). Before (a full
 :func:`hyperparameters.fit` per step: three starts, O(n^3) ``cho_solve(L, I)``, a profile
 likelihood GSSBO never read; a row-by-row posterior) GP-UCB-ML on Hartmann-6
 (benchmarks/literature.py, A = 2000) had used 33 CPU s at t = 300; now 10-11 s.
@@ -60,6 +60,7 @@ from .hyperparameters import (
     KernelState,
     Prior,
     exact_log_likelihood,
+    lbfgs_options,
     median_distance,
     squared_distances,
 )
@@ -241,9 +242,6 @@ class TimeRule:
 #: FULL_FIT_EVERY observations (the anchor; every step below it); each step in between refines
 #: the anchor's values on its own data by one local L-BFGS-B run (:func:`map_fit`).
 FULL_FIT_EVERY = 100
-#: L-BFGS-B's relative tolerance on the objective: about 1e-3 nats at 10^3 points; scipy's
-#: default 2e-9 walked the flat valley of (s2, noise) for 15-20 more O(n^3) evaluations.
-FTOL = 1e-6
 
 
 def anchor_size(n: int) -> int:
@@ -274,7 +272,7 @@ def map_fit(X: np.ndarray, y: np.ndarray, prior: Prior, starts: list[Hyperparame
     shift = np.array([0.0, 2.0 * math.log(scale), 2.0 * math.log(scale)])
     runs = [optimize.minimize(negative, np.clip(start.theta - shift, low, high), jac=True,
                               method="L-BFGS-B", bounds=bounds,
-                              options={"maxiter": max_iter, "ftol": FTOL})
+                              options=lbfgs_options(max_iter))
             for start in starts]
     return Hyperparameters.from_theta(min(runs, key=lambda run: run.fun).x + shift)
 

@@ -705,7 +705,7 @@ function studyPage(id) {
     for (const [id, key, none] of [["plot-resparsify", "resparsify_seconds", "not measured"],
                                    ["plot-open", "open_seconds", "not measured"],
                                    ["plot-refit", "refit_seconds", "no refit measured"]]) {
-      const timed = b.filter((r) => r[key] !== null && r[key] !== undefined);
+      const timed = b.filter((r) => r[key] !== null);
       const ms = timed.map((r) => 1000 * r[key]);
       plot(document.getElementById(id),
            {x: timed.map((r) => r.index), y: ms, kind: "bars", xLabel: "batch",
