@@ -125,8 +125,10 @@ class EngineState:
 def check_dimension(config: EngineConfig, dim: int) -> None:
     """ConfigError if ``config`` cannot run on candidates of ``dim`` columns (a fixed
     lengthscale per column, GO-UCB's network size, :func:`goucb.check_network`): checked when
-    the candidates arrive, not at an ask."""
-    check_lengthscales(config.kernel, dim)
+    the candidates arrive, not at an ask. Under hyperparameters "auto" the kernel's own
+    lengthscale is unused (a ``Kernel`` object always holds one), so it is not checked."""
+    if config.hyperparameters == "fixed":
+        check_lengthscales(config.kernel, dim)
     if config.strategy == "go-ucb":
         check_network(dim, config.goucb_hidden)
 

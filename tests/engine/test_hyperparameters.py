@@ -547,6 +547,9 @@ def test_a_lengthscale_list_must_match_the_columns():
         Strategy(X, kernel={"name": "matern52", "lengthscale": [1.0, 2.0]})
     assert info.value.field == "kernel.lengthscale"
     assert Strategy(X, kernel={"name": "matern52", "lengthscale": [2.0]}).ask(1)
+    # under "auto" a Kernel object's lengthscale is unused, whatever its length
+    auto = Strategy(X, kernel=RBF(lengthscale=(1.0, 2.0)), hyperparameters="auto")
+    assert auto.ask(1) and auto.hyperparameters.source in {"start", "floor"}
 
 
 def test_kernel_states_round_trip_and_older_ones_have_no_source():
