@@ -232,8 +232,10 @@ class BatchPublic(BaseModel):
         "and source, where the lengthscales come from: fixed (the config), start (the RMS "
         "distance, no fit kept yet), floor (the neighbour floor, the shortest single lengthscale "
         "that links nearest candidates: fits put it below, or the candidates are too sparse for "
-        "the RMS start) or fit (SMOOTHING x the kept fit); null in batches stored before it "
-        "was recorded.")
+        "the RMS start) or fit (smoothing x the kept fit: SMOOTHING, or where that is below "
+        "the floor the smoothest lengthscale the fit's likelihood does not reject), and "
+        "smoothing, the kernel's lengthscales over the fit's; null in batches stored before "
+        "it was recorded.")
     open_seconds: float | None = Field(description="Opening the batch: dictionary sampling, "
                                        "kernel refit and posterior build.")
     resparsify_seconds: float | None = Field(

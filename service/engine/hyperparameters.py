@@ -365,14 +365,8 @@ def _map_fit(X: np.ndarray, y: np.ndarray, q: int, prior: Prior, rng: np.random.
     (the one-lengthscale fit on the same data), the ARD fit starts from its optimum and from an
     ARD ``start`` only, not from the prior: 2-3x fewer evaluations (an ARD fit with the prior's
     starts doubled to quintupled the refit's time at d = 2-50)."""
-    scale = float(np.std(y))
-    scale = scale if scale > 0 else 1.0
-    ys = (y - y.mean()) / scale
-
-    def likelihood(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        if inducing is None:
-            return exact_log_likelihood(theta, X, ys, kernel)
-        return sparse_log_likelihood(theta, X, ys, inducing, kernel)
+    ys, scale = _standardised(y)
+    likelihood = _likelihood(X, ys, kernel, inducing)
 
     def negative(theta: np.ndarray) -> tuple[float, np.ndarray]:
         value, grad = likelihood(theta)
@@ -423,6 +417,55 @@ def _map_fit(X: np.ndarray, y: np.ndarray, q: int, prior: Prior, rng: np.random.
     theta[-2:] += 2.0 * math.log(scale)
     return FitResult(Hyperparameters.from_theta(theta), -float(best.fun), len(y), evaluations,
                      evidence, gain)
+
+
+def _standardised(y: np.ndarray) -> tuple[np.ndarray, float]:
+    """y at mean 0 and variance 1 (the units every fit runs in), and the scale divided out."""
+    scale = float(np.std(y))
+    scale = scale if scale > 0 else 1.0
+    return (y - y.mean()) / scale, scale
+
+
+def _likelihood(X: np.ndarray, ys: np.ndarray, kernel: str,
+                inducing: np.ndarray | None) -> Objective:
+    """theta -> (log likelihood, gradient): exact, or Titsias' bound on ``inducing``."""
+    if inducing is None:
+        return lambda theta: exact_log_likelihood(theta, X, ys, kernel)
+    return lambda theta: sparse_log_likelihood(theta, X, ys, inducing, kernel)
+
+
+def smoothest_factor(X: np.ndarray, y: np.ndarray, fitted: Hyperparameters, *,
+                     prior: Prior, kernel: str = "rbf", inducing: np.ndarray | None = None,
+                     max_iter: int = 60) -> float:
+    """The longest isotropic lengthscale the data do not reject, as a factor over ``fitted``'s
+    (a fit on the same X, y): the largest of :data:`SMOOTHEST_FACTORS` whose profile
+    likelihood (max over s2 and noise, no prior) is within :data:`INTERVAL_NATS` of the
+    fit's own: the upper end of the likelihood-ratio 95% interval, on that grid (1 if none).
+    Of the lengthscales the data allow, the smoothest has the smallest information gain
+    gamma_T, which scales GP-UCB's regret bounds. The scan stops at the first rejected
+    factor: a few 2-parameter fits."""
+    X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    ys, scale = _standardised(y)
+    likelihood = _likelihood(X, ys, kernel, inducing)
+    log_ell = np.log(np.asarray(fitted.lengthscale, dtype=np.float64))
+    if len(log_ell) != 1:
+        raise ValueError("smoothest_factor takes an isotropic fit")
+    nuisance = [np.log([fitted.variance / scale**2, fitted.noise / scale**2])]
+    bounds = prior.bounds(1)[1:]
+    fit_profile = _profile(likelihood, log_ell, nuisance, bounds, max_iter)[0]
+    smoothest = 1.0
+    for factor in SMOOTHEST_FACTORS:
+        if _profile(likelihood, log_ell + math.log(factor), nuisance, bounds,
+                    max_iter)[0] < fit_profile - INTERVAL_NATS:
+            break
+        smoothest = factor
+    return smoothest
+
+
+#: :func:`smoothest_factor`'s interval: chi2_1's 95% quantile / 2 (Wilks), in nats, and
+#: the factors over the fit it tries.
+INTERVAL_NATS = 1.92
+SMOOTHEST_FACTORS: tuple[float, ...] = (1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
 
 
 #: L-BFGS-B stops at a relative change of the objective below FIT_FTOL (scipy's default: 2.2e-9;
@@ -551,7 +594,8 @@ def fitted_lam(fitted: Hyperparameters, configured: float) -> float:
 #: Where a batch's lengthscales come from: the config's kernel ("fixed"), the RMS distance
 #: before any fit is kept ("start"), the neighbour floor, where a fit, kept or not, put a single
 #: lengthscale below it or the candidates are too sparse for the RMS start
-#: (:data:`FLOOR_START_RATIO`) ("floor"), or SMOOTHING times the kept fit's ("fit").
+#: (:data:`FLOOR_START_RATIO`) ("floor"), or the kept fit's ("fit": SMOOTHING times its
+#: lengthscales, or, where that is below the floor, :func:`smoothest_factor` above it).
 SOURCES: tuple[str, ...] = ("fixed", "start", "floor", "fit")
 
 
@@ -567,8 +611,10 @@ class KernelState:
 
     ``lengthscale``: 1 value (isotropic) or d (ARD), in the engine's (normalised) units: the
     RMS distance (:func:`rms_distance`) before a fit is kept (on sparse candidates the floor,
-    :data:`FLOOR_START_RATIO`), then SMOOTHING times the kept fit's (isotropic: at
-    least :func:`neighbour_lengthscale`);
+    :data:`FLOOR_START_RATIO`), then ``smoothing`` times the kept fit's: SMOOTHING, or on
+    sparse candidates, where that is below :func:`neighbour_lengthscale`, the factor of
+    :func:`smoothest_factor` if it reaches the floor, else the floor (with smoothing
+    SMOOTHING: the next fit starts from the floor / SMOOTHING, as before the factor was stored);
     ``lam``: the regulariser (auto: :func:`fitted_lam` of the last accepted fit, else the
     configured one, also on the neighbour floor); ``variance`` and ``noise``: the last accepted
     fit's signal and noise variance in the values' own units (the fit runs on the values as
@@ -576,7 +622,9 @@ class KernelState:
     scale squared; a later fit on another scale starts from them divided by its own; None
     before a fit); ``fitted_at``: observations at the last fit (0 before it; a fit
     that BIC does not prefer to white noise keeps the values); ``source``: where the
-    lengthscales come from (:data:`SOURCES`; None in states stored before it was recorded).
+    lengthscales come from (:data:`SOURCES`; None in states stored before it was recorded);
+    ``smoothing``: the kernel's lengthscales over the fit's (SMOOTHING in states stored
+    before it was recorded).
     """
 
     lengthscale: tuple[float, ...]
@@ -585,11 +633,18 @@ class KernelState:
     noise: float | None = None
     fitted_at: int = 0
     source: str | None = None
+    smoothing: float = SMOOTHING
+
+    @property
+    def fitted_lengthscale(self) -> tuple[float, ...]:
+        """The last kept fit's own lengthscales (the next refit's start): the kernel's over
+        ``smoothing``."""
+        return tuple(v / self.smoothing for v in self.lengthscale)
 
     def to_dict(self) -> dict[str, object]:
         return {"lengthscale": list(self.lengthscale), "lam": self.lam,
                 "variance": self.variance, "noise": self.noise, "fitted_at": self.fitted_at,
-                "source": self.source}
+                "source": self.source, "smoothing": self.smoothing}
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> KernelState:
@@ -599,7 +654,8 @@ class KernelState:
                        None if data.get("variance") is None else float(data["variance"]),
                        None if data.get("noise") is None else float(data["noise"]),
                        int(data.get("fitted_at", 0)),  # type: ignore[call-overload]
-                       _source(data.get("source")))
+                       _source(data.get("source")),
+                       float(data.get("smoothing", SMOOTHING)))  # type: ignore[arg-type]
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"malformed stored hyper-parameters {data!r}: {exc}",
                               field="hyperparameters") from exc

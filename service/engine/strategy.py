@@ -46,6 +46,7 @@ from .hyperparameters import (
     neighbour_lengthscale,
     refit_due,
     rms_distance,
+    smoothest_factor,
 )
 from .kernels import PARAMETER_RANGE, Kernel, check_lengthscales, make_kernel
 from .normalize import choose_scaling
@@ -671,14 +672,15 @@ class Strategy:
                  or (current.variance is None and len(arms) <= EXACT_FIT_ARMS))
         last = None  # the last kept fit, the start of this one, in this batch's model units
         if current.variance is not None and current.noise is not None:
-            last = Hyperparameters(tuple(v / SMOOTHING for v in current.lengthscale),
-                                   current.variance / scale**2, current.noise / scale**2)
+            last = Hyperparameters(current.fitted_lengthscale, current.variance / scale**2,
+                                   current.noise / scale**2)
         rng = self._rng(STREAM_HYPER, b + 1)
         inducing = None
         if not exact:  # at most FIT_INDUCING atoms, a seeded subset: the bound costs O(n m^2)
             inducing = dictionary if len(dictionary) <= FIT_INDUCING else np.sort(
                 rng.choice(dictionary, size=FIT_INDUCING, replace=False))
-        result = fit(self._normalized[arms], values, prior=Prior(self._prior_lengthscale()),
+        prior = Prior(self._prior_lengthscale())
+        result = fit(self._normalized[arms], values, prior=prior,
                      rng=rng, kernel=cfg.kernel.name, ard=bool(cfg.ard),
                      ard_margin=ARD_MARGIN if cfg.ard == "auto" else 1.0,
                      inducing=None if inducing is None else self._normalized[inducing], start=last,
@@ -696,8 +698,16 @@ class Strategy:
                 return replace(current, lengthscale=(floor,), fitted_at=n, source="floor")
             return replace(current, fitted_at=n)
         if below_floor:
-            # on the floor, the fit's noise is that of a kernel shorter than the spacing, which
-            # interpolates any values: keep the configured lam (NEIGHBOUR_CORRELATION)
+            # too short for the candidates' spacing: the smoothest lengthscale the data allow,
+            # if that reaches the floor (levy20-shifted, benchmarks/hyperparameters.py) ...
+            factor = smoothest_factor(
+                self._normalized[arms], values, fitted, prior=prior, kernel=cfg.kernel.name,
+                inducing=None if inducing is None else self._normalized[inducing])
+            if factor * fitted.lengthscale[0] >= floor:
+                return KernelState((factor * fitted.lengthscale[0],), fitted_lam(fitted, cfg.lam),
+                                   variance, noise, n, "fit", factor)
+            # ... else the floor, where the fit's noise is that of a kernel shorter than the
+            # spacing, which interpolates any values: the configured lam (NEIGHBOUR_CORRELATION)
             return KernelState((floor,), cfg.lam, variance, noise, n, "floor")
         return KernelState(lengthscale, fitted_lam(fitted, cfg.lam), variance, noise, n, "fit")
 

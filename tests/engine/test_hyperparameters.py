@@ -12,12 +12,14 @@ from service.engine import ConfigError, EngineConfig, Strategy
 from service.engine.hyperparameters import (
     ARD_MARGIN,
     FLOOR_START_RATIO,
+    INTERVAL_NATS,
     LAM_FLOOR,
     NEIGHBOUR_CORRELATION,
     REFIT_GROWTH,
     REFIT_MIN_ARMS,
     REFIT_MIN_OBSERVATIONS,
     REFIT_TRUST,
+    SMOOTHEST_FACTORS,
     SMOOTHING,
     Hyperparameters,
     KernelState,
@@ -28,6 +30,7 @@ from service.engine.hyperparameters import (
     median_distance,
     neighbour_lengthscale,
     rms_distance,
+    smoothest_factor,
     sparse_log_likelihood,
     squared_distances,
 )
@@ -386,6 +389,9 @@ def test_a_kept_fit_never_runs_the_kernel_below_the_neighbour_lengthscale(monkey
         return replace(result, evidence=1e3, hyperparameters=short)
 
     monkeypatch.setattr(strategy_module, "fit", short_fit)
+    # the data reject any lengthscale longer than the fit's (the smoothest path: below)
+    monkeypatch.setattr(strategy_module, "smoothest_factor",
+                        lambda X, y, fitted, **kwargs: 1.0)
     X, f = smooth_problem(n=300, d=3, seed=2)
     strategy = Strategy(X, _auto_config(ard=ard, explore=1.0))
     run(strategy, f, 120, np.random.default_rng(1))
@@ -402,6 +408,85 @@ def test_a_kept_fit_never_runs_the_kernel_below_the_neighbour_lengthscale(monkey
         else:
             np.testing.assert_allclose(lengthscale, SMOOTHING * np.array(short.lengthscale))
             assert lam == fitted_lam(short, strategy.config.lam) < strategy.config.lam
+
+
+def test_a_kept_fit_below_the_floor_runs_on_the_smoothest_factor_the_data_allow(
+        monkeypatch):
+    """Kept fits 1/3 of the real fit's lengthscale, below the floor: where a lengthscale up to
+    4x theirs that reaches the floor is not rejected by the likelihood, the kernel runs on it
+    (source "fit", the fit's lam), and the next fit starts from the fit's own lengthscale,
+    not from the kernel's over SMOOTHING."""
+    import service.engine.strategy as strategy_module
+
+    kept: list[Hyperparameters] = []
+    starts: list[Hyperparameters | None] = []
+
+    def short_fit(*args, **kwargs):
+        starts.append(kwargs.get("start"))
+        result = fit(*args, **kwargs)
+        short = replace(result.hyperparameters, lengthscale=tuple(
+            v / 3.0 for v in result.hyperparameters.lengthscale))
+        kept.append(short)
+        return replace(result, evidence=1e3, hyperparameters=short)
+
+    monkeypatch.setattr(strategy_module, "fit", short_fit)
+    X, f = smooth_problem(n=300, d=3, seed=2)
+    strategy = Strategy(X, _auto_config(ard=False, explore=1.0))
+    run(strategy, f, 150, np.random.default_rng(1))
+    floor = neighbour_lengthscale(strategy._normalized, NEIGHBOUR_CORRELATION)
+    states = list({h["fitted_at"]: h for h in (b.hyperparameters for b in strategy.batches)
+                   if h["variance"] is not None}.values())
+    assert len(states) == len(kept) >= 2
+    smoothed = 0
+    for state, short, after in zip(states, kept, starts[1:] + [None], strict=True):
+        (lengthscale,) = state["lengthscale"]
+        assert lengthscale >= floor * (1 - 1e-12)  # never below the floor
+        if SMOOTHING * short.lengthscale[0] >= floor:
+            continue  # not below the floor: SMOOTHING x the fit, as before
+        if state["source"] == "fit":
+            smoothed += 1
+            assert state["smoothing"] in SMOOTHEST_FACTORS
+            assert lengthscale == pytest.approx(state["smoothing"] * short.lengthscale[0])
+            assert state["lam"] == fitted_lam(short, strategy.config.lam)
+            if after is not None:  # the next fit starts from the fit, not the kernel
+                assert after.lengthscale == pytest.approx(short.lengthscale)
+        else:
+            assert state["source"] == "floor" and lengthscale == pytest.approx(floor)
+    assert smoothed >= 1
+
+
+def test_the_smoothest_factor_is_the_upper_end_of_the_likelihood_interval():
+    """smoothest_factor returns the largest factor of the grid whose profile likelihood
+    (max over s2, noise) stays within INTERVAL_NATS of the fit's, checked against profiles
+    computed here by brute force (a 2-d optimisation at each factor); on more data the
+    interval narrows."""
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-2, 2, size=(160, 2))
+    K = RBF(lengthscale=1.0)(X, X) + 1e-8 * np.eye(len(X))
+    y = np.linalg.cholesky(K) @ rng.standard_normal(len(X)) + 0.1 * rng.standard_normal(len(X))
+    prior = Prior(1.0)
+
+    def profile(ell: float, Xn: np.ndarray, yn: np.ndarray) -> float:
+        ys = (yn - yn.mean()) / yn.std()
+        result = optimize.minimize(
+            lambda nu: -exact_log_likelihood(np.r_[np.log(ell), nu], Xn, ys)[0],
+            np.zeros(2), method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-8})
+        return -float(result.fun)
+
+    factors = []
+    for n in (40, 160):
+        fitted = fit(X[:n], y[:n], prior=prior, rng=np.random.default_rng(0)).hyperparameters
+        ell = fitted.lengthscale[0]
+        factor = smoothest_factor(X[:n], y[:n], fitted, prior=prior)
+        assert factor == 1.0 or factor in SMOOTHEST_FACTORS
+        top = profile(ell, X[:n], y[:n])
+        for c in (c for c in SMOOTHEST_FACTORS if c <= factor):
+            assert profile(c * ell, X[:n], y[:n]) >= top - INTERVAL_NATS - 1e-3
+        larger = [c for c in SMOOTHEST_FACTORS if c > factor]
+        if larger:
+            assert profile(larger[0] * ell, X[:n], y[:n]) < top - INTERVAL_NATS + 1e-3
+        factors.append(factor)
+    assert factors[1] <= factors[0]
 
 
 @pytest.mark.parametrize("first_kept", [False, True])
@@ -553,10 +638,12 @@ def test_a_lengthscale_list_must_match_the_columns():
 
 
 def test_kernel_states_round_trip_and_older_ones_have_no_source():
-    state = KernelState((1.5, 2.0), 0.3, 0.02, 0.001, 40, "fit")
+    state = KernelState((1.5, 2.0), 0.3, 0.02, 0.001, 40, "fit", 2.5)
     assert KernelState.from_dict(state.to_dict()) == state
-    older = {k: v for k, v in state.to_dict().items() if k != "source"}  # stored before it
-    assert KernelState.from_dict(older) == replace(state, source=None)
+    assert state.fitted_lengthscale == pytest.approx((0.6, 0.8))
+    older = {k: v for k, v in state.to_dict().items()  # stored before source and smoothing
+             if k not in ("source", "smoothing")}
+    assert KernelState.from_dict(older) == replace(state, source=None, smoothing=SMOOTHING)
     with pytest.raises(ConfigError) as info:
         KernelState.from_dict(state.to_dict() | {"source": "guess"})
     assert info.value.field == "hyperparameters"

@@ -229,7 +229,8 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
     assert page.text_content("#hyperparameters [data-key=fitted_at] td") == (
         f"at {current['fitted_at']} observations")
     assert "automatically" in page.text_content("#hyperparameters [data-key=mode] td")
-    source = {"fit": "the last kept fit", "floor": "the neighbour floor"}[current["source"]]
+    source = {"fit": f"the last kept fit, lengthened {current['smoothing']:g}x",
+              "floor": "the neighbour floor"}[current["source"]]
     assert page.text_content("#hyperparameters [data-key=source] td").startswith(source)
 
     # new observations -> a refit and new batches appear without a reload
