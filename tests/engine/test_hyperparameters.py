@@ -415,7 +415,8 @@ def test_a_kept_fit_below_the_floor_runs_on_the_smoothest_factor_the_data_allow(
     """Kept fits 1/3 of the real fit's lengthscale, below the floor: where a lengthscale up to
     4x theirs that reaches the floor is not rejected by the likelihood, the kernel runs on it
     (source "fit", the fit's lam), and the next fit starts from the fit's own lengthscale,
-    not from the kernel's over SMOOTHING."""
+    not from the kernel's over SMOOTHING; a restore after such a batch carries the factor
+    (its next refit proposes the same arms as the live run's)."""
     import service.engine.strategy as strategy_module
 
     kept: list[Hyperparameters] = []
@@ -431,8 +432,18 @@ def test_a_kept_fit_below_the_floor_runs_on_the_smoothest_factor_the_data_allow(
 
     monkeypatch.setattr(strategy_module, "fit", short_fit)
     X, f = smooth_problem(n=300, d=3, seed=2)
-    strategy = Strategy(X, _auto_config(ard=False, explore=1.0))
-    run(strategy, f, 150, np.random.default_rng(1))
+    config = _auto_config(ard=False, explore=1.0)
+    strategy = Strategy(X, config)
+    run(strategy, f, 100, np.random.default_rng(1))
+    restored = Strategy.restore(X, config, strategy.state())
+    assert restored.hyperparameters == strategy.hyperparameters
+    fitted_before = strategy.hyperparameters.fitted_at
+    live_arms = run(strategy, f, 80, np.random.default_rng(2))
+    live_fits = len(kept)
+    np.testing.assert_array_equal(run(restored, f, 80, np.random.default_rng(2)), live_arms)
+    assert strategy.hyperparameters.fitted_at > fitted_before  # a refit after the restore
+    assert kept[live_fits:] == kept[live_fits - (len(kept) - live_fits):live_fits]
+    del kept[live_fits:], starts[live_fits:]  # the live run's fits only
     floor = neighbour_lengthscale(strategy._normalized, NEIGHBOUR_CORRELATION)
     states = list({h["fitted_at"]: h for h in (b.hyperparameters for b in strategy.batches)
                    if h["variance"] is not None}.values())
