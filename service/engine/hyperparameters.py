@@ -342,10 +342,7 @@ def fit(X: np.ndarray, y: np.ndarray, *, prior: Prior, rng: np.random.Generator,
     noise ~ 0.1) favours short lengthscales on data without structure, where a
     short-lengthscale GP is white noise.
     """
-    X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if len(y) > max_points:
-        keep = np.sort(rng.choice(len(y), size=max_points, replace=False))
-        X, y = X[keep], y[keep]
+    X, y = subsample(X, y, rng, max_points)
     d = X.shape[1]
     if not ard or d == 1:
         return _map_fit(X, y, 1, prior, rng, kernel, inducing, start, trust, restarts, max_iter)
@@ -355,6 +352,17 @@ def fit(X: np.ndarray, y: np.ndarray, *, prior: Prior, rng: np.random.Generator,
     margin = ard_margin * bic_penalty(d - 1, len(y))
     chosen = full if full.evidence - isotropic.evidence > margin else isotropic
     return replace(chosen, evaluations=isotropic.evaluations + full.evaluations)
+
+
+def subsample(X: np.ndarray, y: np.ndarray, rng: np.random.Generator,
+              max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``max_points`` rows of (X, y), drawn uniformly by ``rng`` (in their order), as
+    float64; all of them, and no draw, if there are no more."""
+    X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if len(y) <= max_points:
+        return X, y
+    keep = np.sort(rng.choice(len(y), size=max_points, replace=False))
+    return X[keep], y[keep]
 
 
 def _map_fit(X: np.ndarray, y: np.ndarray, q: int, prior: Prior, rng: np.random.Generator,

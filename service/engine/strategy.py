@@ -47,6 +47,7 @@ from .hyperparameters import (
     refit_due,
     rms_distance,
     smoothest_factor,
+    subsample,
 )
 from .kernels import PARAMETER_RANGE, Kernel, check_lengthscales, make_kernel
 from .normalize import choose_scaling
@@ -680,12 +681,14 @@ class Strategy:
             inducing = dictionary if len(dictionary) <= FIT_INDUCING else np.sort(
                 rng.choice(dictionary, size=FIT_INDUCING, replace=False))
         prior = Prior(self._prior_lengthscale())
-        result = fit(self._normalized[arms], values, prior=prior,
-                     rng=rng, kernel=cfg.kernel.name, ard=bool(cfg.ard),
+        # the fit and the interval of smoothest_factor on the same rows (exact: O(n^3))
+        points, values = subsample(self._normalized[arms], values, rng, 500 if exact else 2000)
+        result = fit(points, values, prior=prior, rng=rng, kernel=cfg.kernel.name,
+                     ard=bool(cfg.ard),
                      ard_margin=ARD_MARGIN if cfg.ard == "auto" else 1.0,
                      inducing=None if inducing is None else self._normalized[inducing], start=last,
                      trust=None if last is None else REFIT_TRUST,
-                     restarts=2 if last is None else 0, max_points=500 if exact else 2000)
+                     restarts=2 if last is None else 0)
         fitted = result.hyperparameters
         variance, noise = fitted.variance * scale**2, fitted.noise * scale**2  # values' units
         lengthscale = tuple(SMOOTHING * v for v in fitted.lengthscale)
@@ -701,7 +704,7 @@ class Strategy:
             # too short for the candidates' spacing: the smoothest lengthscale the data allow,
             # if that reaches the floor (levy20-shifted, benchmarks/hyperparameters.py) ...
             factor = smoothest_factor(
-                self._normalized[arms], values, fitted, prior=prior, kernel=cfg.kernel.name,
+                points, values, fitted, prior=prior, kernel=cfg.kernel.name,
                 inducing=None if inducing is None else self._normalized[inducing])
             if factor * fitted.lengthscale[0] >= floor:
                 return KernelState((factor * fitted.lengthscale[0],), fitted_lam(fitted, cfg.lam),
