@@ -613,6 +613,13 @@ def _source(value: object) -> str | None:
     return value  # type: ignore[return-value]
 
 
+def _smoothing(value: object) -> float:
+    factor = float(value)  # type: ignore[arg-type]
+    if not (math.isfinite(factor) and factor > 0):
+        raise ValueError(f"smoothing must be a positive number, got {value!r}")
+    return factor
+
+
 @dataclass(frozen=True)
 class KernelState:
     """The hyper-parameters one batch uses; persisted with the batch so a restore installs them.
@@ -663,7 +670,7 @@ class KernelState:
                        None if data.get("noise") is None else float(data["noise"]),
                        int(data.get("fitted_at", 0)),  # type: ignore[call-overload]
                        _source(data.get("source")),
-                       float(data.get("smoothing", SMOOTHING)))  # type: ignore[arg-type]
+                       _smoothing(data.get("smoothing", SMOOTHING)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"malformed stored hyper-parameters {data!r}: {exc}",
                               field="hyperparameters") from exc

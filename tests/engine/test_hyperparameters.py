@@ -655,9 +655,11 @@ def test_kernel_states_round_trip_and_older_ones_have_no_source():
     older = {k: v for k, v in state.to_dict().items()  # stored before source and smoothing
              if k not in ("source", "smoothing")}
     assert KernelState.from_dict(older) == replace(state, source=None, smoothing=SMOOTHING)
-    with pytest.raises(ConfigError) as info:
-        KernelState.from_dict(state.to_dict() | {"source": "guess"})
-    assert info.value.field == "hyperparameters"
+    for bad in ({"source": "guess"}, {"smoothing": 0.0}, {"smoothing": "x"},
+                {"smoothing": float("nan")}):
+        with pytest.raises(ConfigError) as info:
+            KernelState.from_dict(state.to_dict() | bad)
+        assert info.value.field == "hyperparameters"
 
 
 @pytest.mark.parametrize("config, field", [
