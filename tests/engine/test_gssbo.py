@@ -149,7 +149,7 @@ def test_batches_record_gssbos_own_fit_and_restores_keep_it():
     recorded = live.hyperparameters
     assert recorded is not None and recorded.to_dict() == live.batches[-1].hyperparameters
     assert recorded.source == "fit" and recorded.fitted_at == 19  # every observation so far
-    assert recorded.lengthscale == hp.lengthscale
+    assert recorded.lengthscale == hp.lengthscale and recorded.smoothing == 1.0  # the fit's own
     assert recorded.variance == pytest.approx(hp.variance * scale**2)
     assert recorded.noise == pytest.approx(hp.noise * scale**2)
     assert recorded.lam == pytest.approx(hp.noise / hp.variance)
