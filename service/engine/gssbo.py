@@ -180,7 +180,8 @@ class GSSPosterior(ExactPosterior):
         #: lam = noise / signal variance, the variances in the values' units
         self.kernel_state = KernelState(
             hp.lengthscale, hp.noise / hp.variance, hp.variance * y_scale**2,
-            hp.noise * y_scale**2, fitted_at, "fit" if fitted_at else "start", smoothing=1.0)
+            hp.noise * y_scale**2, fitted_at, "fit" if fitted_at else "start",
+            1.0 if fitted_at else None)
         self.y_mean, self.y_scale = y_mean, y_scale
         self._factor_observed(np.asarray(arms, dtype=np.int64))
         for arm in pending:

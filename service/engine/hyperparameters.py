@@ -613,7 +613,9 @@ def _source(value: object) -> str | None:
     return value  # type: ignore[return-value]
 
 
-def _smoothing(value: object) -> float:
+def _smoothing(value: object) -> float | None:
+    if value is None:
+        return None
     factor = float(value)  # type: ignore[arg-type]
     if not (math.isfinite(factor) and factor > 0):
         raise ValueError(f"smoothing must be a positive number, got {value!r}")
@@ -638,8 +640,8 @@ class KernelState:
     before a fit); ``fitted_at``: observations at the last fit (0 before it; a fit
     that BIC does not prefer to white noise keeps the values); ``source``: where the
     lengthscales come from (:data:`SOURCES`; None in states stored before it was recorded);
-    ``smoothing``: the kernel's lengthscales over the fit's (SMOOTHING in states stored
-    before it was recorded).
+    ``smoothing``: the kernel's lengthscales over the kept fit's (None without a kept fit;
+    SMOOTHING in states with a fit stored before it was recorded).
     """
 
     lengthscale: tuple[float, ...]
@@ -648,13 +650,14 @@ class KernelState:
     noise: float | None = None
     fitted_at: int = 0
     source: str | None = None
-    smoothing: float = SMOOTHING
+    smoothing: float | None = None
 
     @property
     def fitted_lengthscale(self) -> tuple[float, ...]:
         """The last kept fit's own lengthscales (the next refit's start): the kernel's over
         ``smoothing``."""
-        return tuple(v / self.smoothing for v in self.lengthscale)
+        factor = SMOOTHING if self.smoothing is None else self.smoothing
+        return tuple(v / factor for v in self.lengthscale)
 
     def to_dict(self) -> dict[str, object]:
         return {"lengthscale": list(self.lengthscale), "lam": self.lam,
@@ -670,7 +673,8 @@ class KernelState:
                        None if data.get("noise") is None else float(data["noise"]),
                        int(data.get("fitted_at", 0)),  # type: ignore[call-overload]
                        _source(data.get("source")),
-                       _smoothing(data.get("smoothing", SMOOTHING)))
+                       _smoothing(data.get("smoothing", None if data.get("variance") is None
+                                           else SMOOTHING)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"malformed stored hyper-parameters {data!r}: {exc}",
                               field="hyperparameters") from exc

@@ -711,8 +711,9 @@ class Strategy:
                                    variance, noise, n, "fit", factor)
             # ... else the floor, where the fit's noise is that of a kernel shorter than the
             # spacing, which interpolates any values: the configured lam (NEIGHBOUR_CORRELATION)
-            return KernelState((floor,), cfg.lam, variance, noise, n, "floor")
-        return KernelState(lengthscale, fitted_lam(fitted, cfg.lam), variance, noise, n, "fit")
+            return KernelState((floor,), cfg.lam, variance, noise, n, "floor", SMOOTHING)
+        return KernelState(lengthscale, fitted_lam(fitted, cfg.lam), variance, noise, n, "fit",
+                           SMOOTHING)
 
     def _neighbour_lengthscale(self) -> float:
         """The floor of an isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed

@@ -655,6 +655,10 @@ def test_kernel_states_round_trip_and_older_ones_have_no_source():
     older = {k: v for k, v in state.to_dict().items()  # stored before source and smoothing
              if k not in ("source", "smoothing")}
     assert KernelState.from_dict(older) == replace(state, source=None, smoothing=SMOOTHING)
+    unfitted = KernelState((1.5,), 0.3, source="start")  # no kept fit: no smoothing
+    assert unfitted.smoothing is None and KernelState.from_dict(unfitted.to_dict()) == unfitted
+    older = {k: v for k, v in unfitted.to_dict().items() if k != "smoothing"}
+    assert KernelState.from_dict(older) == unfitted
     for bad in ({"source": "guess"}, {"smoothing": 0.0}, {"smoothing": "x"},
                 {"smoothing": float("nan")}):
         with pytest.raises(ConfigError) as info:
