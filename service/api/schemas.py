@@ -234,8 +234,8 @@ class BatchPublic(BaseModel):
         "that links nearest candidates: fits put it below, or the candidates are too sparse for "
         "the RMS start) or fit (smoothing x the kept fit: SMOOTHING, or where that is below "
         "the floor the smoothest lengthscale the fit's likelihood does not reject), and "
-        "smoothing, the kernel's lengthscales over the fit's; null in batches stored before "
-        "it was recorded.")
+        "smoothing, the kernel's lengthscales over the fit's (null without a kept fit); null "
+        "in batches stored before it was recorded.")
     open_seconds: float | None = Field(description="Opening the batch: dictionary sampling, "
                                        "kernel refit and posterior build.")
     resparsify_seconds: float | None = Field(
