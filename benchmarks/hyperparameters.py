@@ -84,7 +84,8 @@ marked 22 re-run in session 22 with ``smoothest_factor`` below the floor)::
     levy20-shifted (22)     ls=8       +8.9% (-10..+33%)   +5.3% (-15..+32%)
     styblinski20-shif. (22) ls=8       -46% (-55..-35%)    -63% (-71..-53%)
     rastrigin20-shifted     ls=4       -0.6% (-9..+9%)     -3.3% (-11..+5%)
-    rastrigin100-shifted    see below
+    rastrigin100-shifted    ls=8       +18.6% (-0..+43%)   (22; at 10^4 as at 2000)  MISS
+    powell50-shifted (22,10) ls=16     +112% (-28..+341%)                         MISS
     branin10 (22, 10)       ls=8, 16   -43% (-53..-29%)    -64% (-70..-56%)
 
 (levy20-shifted before session 22: +78% (+51..+106%) / +76% (+45..+108%); branin10 at 10^4:
@@ -93,7 +94,18 @@ branin10 --only auto ls=4 ls=8 ls=16 --lengthscales 4 8 16``, without session 22
 which leaves branin10 as it was; ls=1 0.665 and ls=2, which ran 64 CPU min in session 21
 without finishing, not in the row; f1 at 2000: ``--T 2000 --seeds 30 --problems f1 --only
 auto ls=4 ls=8 ls=16 --lengthscales 4 8 16``: auto 0.0093, ls=4 0.0143, ls=8 0.0086, ls=16
-0.0105; at 10^4 auto 0.0020 on 10 seeds against session 21's ls=16 0.0027, ls=8 0.0044.)
+0.0105; at 10^4 auto 0.0020 on 10 seeds against session 21's ls=16 0.0027, ls=8 0.0044.
+rastrigin100-shifted, the optimum placed per seed, ``--T 2000 --seeds 30 --problems
+rastrigin100-shifted --only auto ls=8 ls=16 --lengthscales 8 16``: auto 0.0184, ls=8
+0.0155, ls=16 0.0208 (ls=32 0.0402, 10 seeds; ls=4 not run, 10-60 CPU s a run). Auto's
+kernel sits on the neighbour floor, 13.5, all run (seed 0: 30 distinct arms by t = 2000, no
+fit significant, the MAP 5.1; session 22's rule needs a kept fit): the best bandwidth lies
+below the floor. powell50-shifted, ``--T 2000 --seeds 10 --problems powell50-shifted --only
+auto ls=4 ls=8 ls=16 --lengthscales 4 8 16``: auto 0.160 (median 0.049), ls=4 0.842, ls=8
+0.432 (25 CPU s a run), ls=16 0.0753 (median 0.068): auto is bimodal. On 6 seeds its fits
+take the kernel to 15-25 and it beats ls=16 (0.019-0.057). On 4 seeds it stays on the floor
+(8.7) at 0.30-0.40: no fit is significant in 2000 steps (seed 2: evidence at most 1.4 nats
+against a BIC price of 6-7, the free fit at 22-28 from 323 arms on, not kept).)
 
 (grid: 2, 4, 8, 16 in 20 d, ls=2 run at 2000 only, 10 seeds: 0.61-0.63 on levy20 and
 styblinski20, 0.15-0.70 on the -shifted ones; 4-16 in 52 d; 0.25-4 on Eggholder-2.) Extra
