@@ -232,10 +232,12 @@ class BatchPublic(BaseModel):
         "and source, where the lengthscales come from: fixed (the config), start (the RMS "
         "distance, no fit kept yet), floor (the neighbour floor, the shortest single lengthscale "
         "that links nearest candidates: fits put it below, or the candidates are too sparse for "
-        "the RMS start) or fit (smoothing x the kept fit: SMOOTHING, or where that is below "
+        "the RMS start) or fit (smoothing x the kept fit: 1.25, or where that is below "
         "the floor the smoothest lengthscale the fit's likelihood does not reject), and "
-        "smoothing, the kernel's lengthscales over the fit's (null without a kept fit); null "
-        "in batches stored before it was recorded.")
+        "smoothing, what the next refit divides the kernel's lengthscales by to start from "
+        "(where source is fit, the kernel's over the kept fit's; null without a kept fit; "
+        "absent in batches stored before it was recorded, where it was "
+        "1.25); null in batches stored before any of this was recorded.")
     open_seconds: float | None = Field(description="Opening the batch: dictionary sampling, "
                                        "kernel refit and posterior build.")
     resparsify_seconds: float | None = Field(

@@ -651,9 +651,13 @@ class Strategy:
         best arms many times, and with the replicates the noise would be pinned at the
         observation noise and the lengthscale shrunk until the arms' means are interpolated;
         one value per arm lets the noise term absorb what no smooth function explains.
-        The kernel runs on SMOOTHING times a kept fit's lengthscales (isotropic: at least
-        :meth:`_neighbour_lengthscale`, with the configured lam there); after the first kept
-        fit, a refit moves them by at most a factor REFIT_TRUST from the kernel's / SMOOTHING.
+        The kernel runs on SMOOTHING times a kept fit's lengthscales; an isotropic one that
+        this puts below :meth:`_neighbour_lengthscale` runs on the smoothest lengthscale the
+        fit's likelihood allows (:func:`smoothest_factor`, with the fit's lam) if that reaches
+        the floor, else on the floor (with the configured lam). After the first kept fit, a
+        refit moves the lengthscales by at most a factor REFIT_TRUST from the last start
+        (:attr:`KernelState.fitted_lengthscale`); the lam stays the fit's noise / variance at
+        its own lengthscale.
         Before it, an isotropic fit BIC does not keep but that puts the lengthscale below the
         floor moves the kernel from the start down to the floor.
         """

@@ -342,8 +342,8 @@ function showHyperparameters(study) {
     floor: "the neighbour floor, the shortest that links nearest candidates: the fits put it "
       + "below, or the candidates are too sparse for the longer start",
     fit: "the last kept fit, lengthened" + (hp.smoothing ? ` ${fmt(hp.smoothing)}x` : "")
-      + " (by SMOOTHING or, where that is below the neighbour floor, to the smoothest "
-      + "lengthscale its likelihood does not reject)"};
+      + " (by the default factor or, where that is below the neighbour floor, to the "
+      + "smoothest lengthscale its likelihood does not reject)"};
   if (sources[hp.source]) rows.push(["lengthscale from", "source", sources[hp.source]]);
   rows.push(["\u03bb (regulariser)", "lam", hp.lam],
             ["signal variance", "variance", hp.variance ?? "not fitted"],
