@@ -406,10 +406,9 @@ def _map_fit(X: np.ndarray, y: np.ndarray, q: int, prior: Prior, rng: np.random.
         if start is not None and len(start.lengthscale) == q:
             starts.append(incumbent)
     else:
-        if start is not None and trust is not None:  # a refit: from the incumbent only
-            starts = [incumbent]
-        else:
-            starts = [incumbent, prior.centre(q)] if start is not None else [prior.centre(q)]
+        starts = [incumbent] if start is not None else []
+        if start is None or trust is None:  # a refit (both given): from the incumbent only
+            starts.append(prior.centre(q))
         starts += [prior.centre(q) + prior.sd * rng.standard_normal(q + 2)
                    for _ in range(restarts)]
     best, evaluations = None, 0

@@ -680,18 +680,17 @@ class Strategy:
             last = Hyperparameters(current.fitted_lengthscale, current.variance / scale**2,
                                    current.noise / scale**2)
         rng = self._rng(STREAM_HYPER, b + 1)
-        inducing = None
+        inducing = None  # the inducing points' inputs
         if not exact:  # at most FIT_INDUCING atoms, a seeded subset: the bound costs O(n m^2)
-            inducing = dictionary if len(dictionary) <= FIT_INDUCING else np.sort(
+            atoms = dictionary if len(dictionary) <= FIT_INDUCING else np.sort(
                 rng.choice(dictionary, size=FIT_INDUCING, replace=False))
+            inducing = self._normalized[atoms]
         prior = Prior(self._prior_lengthscale())
         # the fit and the interval of smoothest_factor on the same rows (exact: O(n^3))
         points, values = subsample(self._normalized[arms], values, rng, 500 if exact else 2000)
         result = fit(points, values, prior=prior, rng=rng, kernel=cfg.kernel.name,
-                     ard=bool(cfg.ard),
-                     ard_margin=ARD_MARGIN if cfg.ard == "auto" else 1.0,
-                     inducing=None if inducing is None else self._normalized[inducing], start=last,
-                     trust=None if last is None else REFIT_TRUST,
+                     ard=bool(cfg.ard), ard_margin=ARD_MARGIN if cfg.ard == "auto" else 1.0,
+                     inducing=inducing, start=last, trust=None if last is None else REFIT_TRUST,
                      restarts=2 if last is None else 0)
         fitted = result.hyperparameters
         variance, noise = fitted.variance * scale**2, fitted.noise * scale**2  # values' units
@@ -707,12 +706,12 @@ class Strategy:
         if below_floor:
             # too short for the candidates' spacing: the smoothest lengthscale the data allow,
             # if that reaches the floor (levy20-shifted, benchmarks/hyperparameters.py) ...
-            factor = smoothest_factor(
-                points, values, fitted, prior=prior, kernel=cfg.kernel.name,
-                inducing=None if inducing is None else self._normalized[inducing])
-            if factor * fitted.lengthscale[0] >= floor:
-                return KernelState((factor * fitted.lengthscale[0],), fitted_lam(fitted, cfg.lam),
-                                   variance, noise, n, "fit", factor)
+            factor = smoothest_factor(points, values, fitted, prior=prior,
+                                      kernel=cfg.kernel.name, inducing=inducing)
+            smoothest = factor * fitted.lengthscale[0]
+            if smoothest >= floor:
+                return KernelState((smoothest,), fitted_lam(fitted, cfg.lam), variance, noise,
+                                   n, "fit", factor)
             # ... else the floor, where the fit's noise is that of a kernel shorter than the
             # spacing, which interpolates any values: the configured lam (NEIGHBOUR_CORRELATION)
             return KernelState((floor,), cfg.lam, variance, noise, n, "floor", SMOOTHING)
