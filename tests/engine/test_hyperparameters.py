@@ -162,6 +162,38 @@ def test_a_fit_beating_the_incumbent_but_not_white_noise_is_significant():
     assert result.hyperparameters.lengthscale[0] < 1.0
 
 
+@pytest.mark.parametrize("ard", [False, True], ids=["isotropic", "ard"])
+def test_the_gain_skips_the_profile_only_where_it_could_not_pass_bic(monkeypatch, ard):
+    """On white noise the likelihood at the profile's starting points (the fit's and the
+    incumbent's s2 and noise at the incumbent's lengthscale) already leaves the fit within
+    BIC's price: no 2-parameter profile runs (nor one for an ARD fit not chosen), the fit is
+    not significant, and the gain given bounds the profile's from above."""
+    import service.engine.hyperparameters as module
+
+    rng = np.random.default_rng(8)
+    X, y = rng.random((60, 3)), rng.standard_normal(60)
+    prior, start = Prior(lengthscale=0.8), Hyperparameters((0.5,), 1.0, 1.0)
+    sizes: list[int] = []
+    minimize = optimize.minimize
+
+    def counted(fun, x0, *args, **kwargs):  # type: ignore[no-untyped-def]
+        sizes.append(len(x0))
+        return minimize(fun, x0, *args, **kwargs)
+
+    monkeypatch.setattr(optimize, "minimize", counted)
+    result = fit(X, y, prior=prior, rng=np.random.default_rng(0), start=start, trust=2.0,
+                 ard=ard)
+    assert 2 not in sizes and not result.significant
+    assert len(result.hyperparameters.lengthscale) == 1 and result.gain is not None
+    ys = (y - y.mean()) / y.std()
+    theta = result.hyperparameters.theta
+    theta[-2:] -= 2.0 * np.log(y.std())
+    incumbent = np.log([0.5, 1.0 / y.var(), 1.0 / y.var()])
+    kept = module._profile(lambda t: exact_log_likelihood(t, X, ys), incumbent[:1],
+                           [theta[1:], incumbent[1:]], prior.bounds(1)[1:], 60)[0]
+    assert result.gain >= exact_log_likelihood(theta, X, ys)[0] - kept - 1e-9
+
+
 def test_fit_stays_within_bounds_and_is_deterministic():
     X, y = _data(n=80, d=2)
     prior = Prior(lengthscale=0.5, span=3.0)
