@@ -723,7 +723,8 @@ class Strategy:
         once (O(200 A d): 1.9 s at A = 10^6, d = 50): for a new automatic strategy's start
         (:data:`FLOOR_START_RATIO`); a restore, at its first isotropic fit."""
         if not hasattr(self, "_neighbour_floor"):
-            self._neighbour_floor = neighbour_lengthscale(self._normalized, NEIGHBOUR_CORRELATION)
+            self._neighbour_floor = neighbour_lengthscale(
+                self._normalized, NEIGHBOUR_CORRELATION, self.config.kernel.name)
         return self._neighbour_floor
 
     def _components(self, b: int, start: int) -> tuple[Selector, StoppingRule]:

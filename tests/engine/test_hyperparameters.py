@@ -89,6 +89,20 @@ def test_titsias_bound_equals_exact_with_every_point_inducing_and_is_below_other
     assert sparse_log_likelihood(theta, X, y, X[:8])[0] < exact
 
 
+@pytest.mark.parametrize("noise", [1e-3, 1e-4, 1e-6])
+def test_titsias_bound_stays_finite_and_below_exact_on_a_dense_dictionary(noise):
+    """128 inducing points among 400 in the unit square at lengthscale 1: K_mm is numerically
+    singular (jitter only). The bound must stay finite and below the exact likelihood, which
+    a Cholesky of K_mm + K_mn K_nm / noise did not (-inf from 1e-4, 0.24 nats above at 1e-3)."""
+    rng = np.random.default_rng(0)
+    X = rng.random((400, 2))
+    y = np.sin(3.0 * X[:, 0]) + np.cos(2.0 * X[:, 1]) + 0.03 * rng.standard_normal(400)
+    theta = np.log([1.0, 1.0, noise])
+    exact = exact_log_likelihood(theta, X, y)[0]
+    bound = sparse_log_likelihood(theta, X, y, X[:128])[0]
+    assert np.isfinite(exact) and np.isfinite(bound) and bound <= exact + 1e-6
+
+
 @pytest.mark.parametrize("sparse", [False, True], ids=["exact", "titsias"])
 @pytest.mark.parametrize("true_lengthscale", [0.15, 0.6])
 def test_fit_recovers_a_known_lengthscale_within_a_factor_two(true_lengthscale, sparse):
@@ -192,6 +206,29 @@ def test_the_gain_skips_the_profile_only_where_it_could_not_pass_bic(monkeypatch
     kept = module._profile(lambda t: exact_log_likelihood(t, X, ys), incumbent[:1],
                            [theta[1:], incumbent[1:]], prior.bounds(1)[1:], 60)[0]
     assert result.gain >= exact_log_likelihood(theta, X, ys)[0] - kept - 1e-9
+
+
+def test_an_incumbent_without_a_finite_likelihood_is_no_evidence(monkeypatch):
+    """Where the likelihood fails (non-finite) at the incumbent's lengthscale whatever s2 and
+    noise, the gain is 0, not infinite: such a failure does not make a fit significant, and
+    smoothest_factor, whose reference profile fails the same way, gives 1."""
+    import service.engine.hyperparameters as module
+
+    rng = np.random.default_rng(8)
+    X, y = rng.random((60, 3)), rng.standard_normal(60)
+    likelihood = module._likelihood
+
+    def failing(X, ys, kernel, inducing):  # type: ignore[no-untyped-def]
+        real = likelihood(X, ys, kernel, inducing)
+        return lambda theta: ((-np.inf, np.zeros(len(theta)))
+                              if abs(theta[0] - np.log(0.8)) < 1e-9 else real(theta))
+
+    monkeypatch.setattr(module, "_likelihood", failing)
+    prior = Prior(lengthscale=0.8)  # the incumbent without a start: the prior's centre
+    result = fit(X, y, prior=prior, rng=np.random.default_rng(0), restarts=2)
+    assert np.isfinite(result.evidence) and result.hyperparameters.lengthscale[0] != 0.8
+    assert result.gain == 0.0 and not result.significant
+    assert module.smoothest_factor(X, y, Hyperparameters((0.8,), 1.0, 1.0), prior=prior) == 1.0
 
 
 def test_fit_stays_within_bounds_and_is_deterministic():
@@ -399,6 +436,16 @@ def test_neighbour_lengthscale_gives_the_nearest_neighbour_that_correlation(bloc
     lengthscale = neighbour_lengthscale(X, 0.5, rows=20, block=block)
     assert np.exp(-0.3**2 / (2.0 * lengthscale**2)) == pytest.approx(0.5)
     assert neighbour_lengthscale(np.repeat(X, 2, axis=0), 0.5, block=block) == 0.0
+
+
+def test_the_neighbour_lengthscale_of_a_matern_kernel_is_its_own_correlation():
+    """The floor is the lengthscale of the study's kernel, not the RBF's: Matern-5/2 at the
+    returned lengthscale correlates neighbours 0.3 apart at exactly the asked correlation."""
+    X = 0.3 * np.arange(50.0)[:, None]
+    lengthscale = neighbour_lengthscale(X, 0.7, "matern52")
+    k = Matern52(lengthscale=lengthscale)(X[:1], X[1:2])[0, 0]
+    assert k == pytest.approx(0.7, rel=1e-9)
+    assert lengthscale > neighbour_lengthscale(X, 0.7)  # at the RBF's it correlates them 0.62
 
 
 @pytest.mark.parametrize("ard", [False, True], ids=["isotropic", "ard"])
@@ -688,12 +735,16 @@ def test_kernel_states_round_trip_and_older_ones_have_no_source():
     older = {k: v for k, v in state.to_dict().items()  # stored before source and smoothing
              if k not in ("source", "smoothing")}
     assert KernelState.from_dict(older) == replace(state, source=None, smoothing=SMOOTHING)
+    linear = KernelState((), 0.3, source="fixed")  # a linear kernel has no lengthscale
+    assert KernelState.from_dict(linear.to_dict()) == linear
     unfitted = KernelState((1.5,), 0.3, source="start")  # no kept fit: no smoothing
     assert unfitted.smoothing is None and KernelState.from_dict(unfitted.to_dict()) == unfitted
     older = {k: v for k, v in unfitted.to_dict().items() if k != "smoothing"}
     assert KernelState.from_dict(older) == unfitted
     for bad in ({"source": "guess"}, {"smoothing": 0.0}, {"smoothing": "x"},
-                {"smoothing": float("nan")}):
+                {"smoothing": float("nan")}, {"lengthscale": [1.5, -2.0]},
+                {"lengthscale": [float("inf")]}, {"lam": 0.0}, {"lam": None},
+                {"variance": -1.0}, {"noise": float("nan")}):
         with pytest.raises(ConfigError) as info:
             KernelState.from_dict(state.to_dict() | bad)
         assert info.value.field == "hyperparameters"
