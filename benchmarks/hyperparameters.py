@@ -94,8 +94,9 @@ styblinski20-shifted -46% / -63%; then a refit from its start alone (``fit``'s `
 the figures in the table, and the issue's six problems within 2% again (30 seeds, T = 2000:
 Abalone 0.1147, Cadata 0.0057, Branin 0.0243, Hartmann-6 0.0451, Levy 0.0362, branin10
 0.0723, f1 0.0093), with 25-44% less fit CPU (Cadata 0.21 -> 0.14 s, Levy 0.25 -> 0.14,
-branin10 0.86 -> 0.65; ``refit_cost.py``: 25 -> 18 ms per refit at A = 2000, 10 ms since
-session 23's cheaper gain and bound, the same decisions); branin10 at 10^4:
+branin10 0.86 -> 0.65; ``refit_cost.py``: 25 -> 18 ms per refit at A = 2000, 11 ms since
+session 23's cheaper gain and stable bound: the same decisions but Branin's, 0.0245 -> 0.0250
+(-2..+7%, 30 seeds) with its fits 0.25 -> 0.10 CPU s); branin10 at 10^4:
 ls=4 0.1017, ls=8 0.0601, ls=16 0.0580, auto 0.0209, ``--T 10000 --seeds 10 --problems
 branin10 --only auto ls=4 ls=8 ls=16 --lengthscales 4 8 16``, without session 22's rule,
 which leaves branin10 as it was; ls=1 0.665 and ls=2, which ran 64 CPU min in session 21
