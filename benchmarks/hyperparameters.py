@@ -482,6 +482,7 @@ import common  # first: pins BLAS to one thread before numpy loads
 import numpy as np
 from literature import FUNCTIONS as LITERATURE_FUNCTIONS
 from literature import make_problem as literature_problem
+from tqdm import tqdm
 
 import service.engine.strategy as strategy_module
 from service.engine import Strategy
@@ -689,13 +690,19 @@ def main(argv: list[str] | None = None) -> None:
     mark = min(2000, args.T)
     rows, records = [], []
     started = time.perf_counter()
+    bar = tqdm(total=len(args.problems) * len(configs) * args.seeds, unit="run",
+               dynamic_ncols=True, disable=None)  # on a terminal only
     for name in args.problems:
         def problem(seed: int, name: str = name) -> Problem:  # a -shifted optimum per seed
             raw = raw_problem(name, seed if name in SHIFTED else 0)
             return placebo(raw) if args.placebo else raw
         name = problem(0).name
         for label, config in configs.items():
-            runs = [run_one(problem(seed), config, args.T, seed) for seed in range(args.seeds)]
+            bar.set_description(f"{name} {label}")
+            runs = []
+            for seed in range(args.seeds):
+                runs.append(run_one(problem(seed), config, args.T, seed))
+                bar.update()
             mean = {k: float(np.mean([r[k] for r in runs]))
                     for k in ("ratio_mark", "ratio_T", "mark_seconds", "seconds", "cpu_seconds",
                               "fit_seconds", "resparsify_seconds", "batches", "dictionary",
@@ -711,7 +718,8 @@ def main(argv: list[str] | None = None) -> None:
                          f"{mean['batches']:.0f}", f"{mean['dictionary']:.0f}",
                          f"{mean['fits']:.1f}",
                          f"{ls[0]:.2f}" if len(ls) == 1 else f"{min(ls):.2f}..{max(ls):.2f}"])
-            print(" ".join(rows[-1]), flush=True)
+            bar.write(" ".join(rows[-1]))
+    bar.close()
     headers = ["problem", "config", f"RR@{mark}", f"RR@{args.T}", f"median RR@{args.T}",
                f"s@{mark}", "total s", "cpu s",
                "fit cpu s", "resparsify s",
