@@ -99,10 +99,6 @@ def _unpack(theta: np.ndarray, d: int) -> tuple[np.ndarray, float, float]:
     return np.exp(theta[:q]), float(np.exp(theta[-2])), float(np.exp(theta[-1]))
 
 
-def _lengthscale_grad(per_dim: np.ndarray, q: int) -> np.ndarray:
-    return per_dim if q > 1 else np.array([per_dim.sum()])
-
-
 def exact_log_likelihood(theta: np.ndarray, X: np.ndarray, y: np.ndarray,
                          kernel: str = "rbf",
                          sq_dist: np.ndarray | None = None) -> tuple[float, np.ndarray]:
@@ -210,7 +206,8 @@ def sparse_log_likelihood(theta: np.ndarray, X: np.ndarray, y: np.ndarray, Z: np
     trace_sigma_inv = (n - m + float(np.trace(B_inv))) / noise
     d_noise = noise * (-0.5 * trace_sigma_inv + 0.5 * float(alpha @ alpha)
                        + gap / (2.0 * noise**2))
-    return value, np.concatenate([_lengthscale_grad(d_ell, q), [d_s2, d_noise]])
+    d_ell = d_ell if q > 1 else np.array([d_ell.sum()])
+    return value, np.concatenate([d_ell, [d_s2, d_noise]])
 
 
 def median_distance(X: np.ndarray, rng: np.random.Generator, max_points: int = 1000) -> float:
