@@ -179,12 +179,12 @@ def sparse_log_likelihood(theta: np.ndarray, X: np.ndarray, y: np.ndarray, Z: np
     sd = math.sqrt(noise)
     try:
         L = linalg.cholesky(Kmm, lower=True, check_finite=False)
+        V = linalg.solve_triangular(L, Knm.T, lower=True, check_finite=False) / sd  # (m, n)
+        VVt = V @ V.T
+        B = VVt + np.eye(m)
+        LB = linalg.cholesky(B, lower=True, check_finite=False)
     except linalg.LinAlgError:
         return -math.inf, np.zeros(len(theta))
-    V = linalg.solve_triangular(L, Knm.T, lower=True, check_finite=False) / sd  # (m, n)
-    VVt = V @ V.T
-    B = VVt + np.eye(m)
-    LB = linalg.cholesky(B, lower=True, check_finite=False)
     Vy = V @ y
     c = linalg.solve_triangular(LB, Vy, lower=True, check_finite=False)
     gap = max(n * s2 - noise * float(np.einsum("ij,ij->", V, V)), 0.0)  # tr(K_nn - Q) >= 0
@@ -479,7 +479,8 @@ def _with_gain(result: FitResult, X: np.ndarray, y: np.ndarray, prior: Prior, ke
     starts = [np.clip(x0, low[q:], high[q:])
               for x0 in (_start(result.hyperparameters, q, prior, scale)[q:], incumbent[q:])]
     fitted = result.evidence - 0.5 * n * (1.0 + _LOG_2PI)  # the fit's log likelihood
-    gain = fitted - max(likelihood(np.concatenate([log_lengthscale, x0]))[0] for x0 in starts)
+    at_starts = [likelihood(np.concatenate([log_lengthscale, x0]))[0] for x0 in starts]
+    gain = fitted - max((v for v in at_starts if not math.isnan(v)), default=-math.inf)
     evaluations = result.evaluations + len(starts)
     if gain > bic_penalty(q, n):  # the bound passes: the profile itself
         kept, extra = _profile(likelihood, log_lengthscale, starts, bounds[q:], max_iter)
@@ -698,6 +699,14 @@ def _optional(name: str, value: object) -> float | None:
     return None if value is None else _positive(name, value)
 
 
+def _variance(name: str, value: object) -> float | None:
+    """A stored fit's variance: positive, or +inf (values with a standard deviation above
+    ~1e154 overflow it; such states were always stored, and restore as before)."""
+    if value is None:
+        return None
+    return math.inf if float(value) == math.inf else _positive(name, value)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class KernelState:
     """The hyper-parameters one batch uses; persisted with the batch so a restore installs them.
@@ -748,8 +757,8 @@ class KernelState:
             lengthscale = tuple(_positive("lengthscale", v)  # none for a linear kernel
                                 for v in data["lengthscale"])  # type: ignore[union-attr]
             return cls(lengthscale, _positive("lam", data["lam"]),
-                       _optional("variance", data.get("variance")),
-                       _optional("noise", data.get("noise")),
+                       _variance("variance", data.get("variance")),
+                       _variance("noise", data.get("noise")),
                        int(data.get("fitted_at", 0)),  # type: ignore[call-overload]
                        _source(data.get("source")),
                        _optional("smoothing", data.get(
