@@ -699,14 +699,6 @@ def _optional(name: str, value: object) -> float | None:
     return None if value is None else _positive(name, value)
 
 
-def _variance(name: str, value: object) -> float | None:
-    """A stored fit's variance: positive, or +inf (values with a standard deviation above
-    ~1e154 overflow it; such states were always stored, and restore as before)."""
-    if value is None:
-        return None
-    return math.inf if float(value) == math.inf else _positive(name, value)  # type: ignore[arg-type]
-
-
 @dataclass(frozen=True)
 class KernelState:
     """The hyper-parameters one batch uses; persisted with the batch so a restore installs them.
@@ -757,8 +749,8 @@ class KernelState:
             lengthscale = tuple(_positive("lengthscale", v)  # none for a linear kernel
                                 for v in data["lengthscale"])  # type: ignore[union-attr]
             return cls(lengthscale, _positive("lam", data["lam"]),
-                       _variance("variance", data.get("variance")),
-                       _variance("noise", data.get("noise")),
+                       _optional("variance", data.get("variance")),  # values: |v| <= 1e100
+                       _optional("noise", data.get("noise")),
                        int(data.get("fitted_at", 0)),  # type: ignore[call-overload]
                        _source(data.get("source")),
                        _optional("smoothing", data.get(
