@@ -97,15 +97,15 @@ Abalone 0.1147, Cadata 0.0057, Branin 0.0243, Hartmann-6 0.0451, Levy 0.0362, br
 branin10 0.86 -> 0.65; ``refit_cost.py``: 25 -> 18 ms per refit at A = 2000, 11 ms since
 session 23's cheaper gain and stable bound: the same decisions but Branin's, 0.0245 -> 0.0250
 (-2..+7%, 30 seeds) with its fits 0.25 -> 0.10 CPU s); branin10 at 10^4:
-ls=4 0.1017, ls=8 0.0601, ls=16 0.0580, auto 0.0209, ``--T 10000 --seeds 10 --problems
-branin10 --only auto ls=4 ls=8 ls=16 --lengthscales 4 8 16``, without session 22's rule,
-which leaves branin10 as it was; ls=1 0.665 and ls=2, which ran 64 CPU min in session 21
-without finishing, not in the row; f1 at 2000: ``--T 2000 --seeds 30 --problems f1 --only
-auto ls=4 ls=8 ls=16 --lengthscales 4 8 16``: auto 0.0093, ls=4 0.0143, ls=8 0.0086, ls=16
-0.0105; at 10^4 auto 0.0022 on 10 seeds (0.0020 with both starts at every refit) against
-session 21's ls=16 0.0027, ls=8 0.0044; the other rows above re-run with one start: the same
-within 0.3% (powell50-shifted 0.1595, rastrigin100-shifted 0.0184, Rastrigin-20 0.196,
-Powell-52 0.152, Eggholder-2 0.319).
+ls=4 0.1017, ls=8 0.0601, ls=16 0.0580, auto 0.0209, ``--T 10000 --seeds 10 --problems branin10
+--only auto ls=4 ls=8 ls=16 --lengthscales 4 8 16``, without session 22's rule, which leaves
+branin10 as it was; ls=1 0.665; ls=2 0.2714 (2 seeds, 794 CPU s a run, session 23: ``--T 10000
+--seeds 2 --problems branin10 --only ls=2 --lengthscales 2``); f1 at 2000: ``--T 2000 --seeds
+30 --problems f1 --only auto ls=4 ls=8 ls=16 --lengthscales 4 8 16``: auto 0.0093, ls=4 0.0143,
+ls=8 0.0086, ls=16 0.0105; at 10^4 auto 0.0022 on 10 seeds (0.0020 with both starts at every
+refit) against session 21's ls=16 0.0027, ls=8 0.0044; the other rows above re-run with one
+start: the same within 0.3% (powell50-shifted 0.1595, rastrigin100-shifted 0.0184, Rastrigin-20
+0.196, Powell-52 0.152, Eggholder-2 0.319).
 rastrigin100-shifted, the optimum placed per seed, ``--T 2000 --seeds 30 --problems
 rastrigin100-shifted --only auto ls=8 ls=16 --lengthscales 8 16``: auto 0.0184, ls=8
 0.0155, ls=16 0.0208 (ls=32 0.0402, 10 seeds; ls=4 not run, 10-60 CPU s a run). Auto's
