@@ -176,6 +176,20 @@ def test_a_fit_beating_the_incumbent_but_not_white_noise_is_significant():
     assert result.hyperparameters.lengthscale[0] < 1.0
 
 
+def _starts_of_every_minimize(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of each L-BFGS-B run's start, as the fits go (q + 2 for a fit with q
+    lengthscales, 2 for a profile over s2 and noise)."""
+    sizes: list[int] = []
+    minimize = optimize.minimize
+
+    def counted(fun, x0, *args, **kwargs):  # type: ignore[no-untyped-def]
+        sizes.append(len(x0))
+        return minimize(fun, x0, *args, **kwargs)
+
+    monkeypatch.setattr(optimize, "minimize", counted)
+    return sizes
+
+
 @pytest.mark.parametrize("ard", [False, True], ids=["isotropic", "ard"])
 def test_the_gain_skips_the_profile_only_where_it_could_not_pass_bic(monkeypatch, ard):
     """On white noise the likelihood at the profile's starting points (the fit's and the
@@ -187,14 +201,7 @@ def test_the_gain_skips_the_profile_only_where_it_could_not_pass_bic(monkeypatch
     rng = np.random.default_rng(8)
     X, y = rng.random((60, 3)), rng.standard_normal(60)
     prior, start = Prior(lengthscale=0.8), Hyperparameters((0.5,), 1.0, 1.0)
-    sizes: list[int] = []
-    minimize = optimize.minimize
-
-    def counted(fun, x0, *args, **kwargs):  # type: ignore[no-untyped-def]
-        sizes.append(len(x0))
-        return minimize(fun, x0, *args, **kwargs)
-
-    monkeypatch.setattr(optimize, "minimize", counted)
+    sizes = _starts_of_every_minimize(monkeypatch)
     result = fit(X, y, prior=prior, rng=np.random.default_rng(0), start=start, trust=2.0,
                  ard=ard)
     assert 2 not in sizes and not result.significant
@@ -285,14 +292,7 @@ def test_the_ard_fit_starts_from_the_isotropic_optimum_only(monkeypatch):
     rng = np.random.default_rng(2)
     X = rng.random((80, 3))
     y = np.sin(6.0 * X[:, 0]) + 0.05 * rng.standard_normal(80)
-    starts: list[int] = []
-    minimize = optimize.minimize
-
-    def counted(fun, x0, *args, **kwargs):  # type: ignore[no-untyped-def]
-        starts.append(len(x0))
-        return minimize(fun, x0, *args, **kwargs)
-
-    monkeypatch.setattr(optimize, "minimize", counted)
+    starts = _starts_of_every_minimize(monkeypatch)
     result = fit(X, y, prior=Prior(lengthscale=1.0), rng=np.random.default_rng(0), ard=True,
                  restarts=2)
     assert starts == [3, 3, 3, 5]  # isotropic: 1 + 2 lengthscale-s2-noise; ARD: 3 + 2, once
