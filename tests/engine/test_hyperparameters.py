@@ -802,6 +802,10 @@ def test_on_sparse_candidates_the_kernel_starts_on_the_floor_which_the_exact_fit
     assert strategy.hyperparameters == KernelState((floor,), 1.0, source="floor")
     ard = Strategy(raw.candidates, **config, ard=True).hyperparameters
     assert ard.lengthscale == (floor,) and ard.source == "floor"
+    matern = Strategy(raw.candidates, **config, kernel={"name": "matern52"}).hyperparameters
+    assert matern.lengthscale == (neighbour_lengthscale(strategy._normalized,
+                                                        NEIGHBOUR_CORRELATION, "matern52"),)
+    assert matern.source == "floor" and matern.lengthscale[0] > floor  # its own kernel's
     run(strategy, f, 200, np.random.default_rng(0))
     assert calls and calls[0][0] and SMOOTHING * calls[0][1] < floor
     assert strategy.hyperparameters.lengthscale[0] == pytest.approx(floor)
