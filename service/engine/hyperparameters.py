@@ -364,16 +364,19 @@ def fit(X: np.ndarray, y: np.ndarray, *, prior: Prior, rng: np.random.Generator,
     short-lengthscale GP is white noise.
     """
     X, y = subsample(X, y, rng, max_points)
-    d = X.shape[1]
-    chosen = _map_fit(X, y, 1, prior, rng, kernel, inducing, start, trust, restarts, max_iter)
+    d, n = X.shape[1], len(y)
+    ys, scale = _standardised(y)
+    likelihood = _likelihood(X, ys, kernel, inducing)
+    trust = trust if start is not None else None  # a trust region only around a start
+    chosen = _map_fit(likelihood, n, scale, 1, prior, rng, start, trust, restarts, max_iter)
     if ard and d > 1:
-        full = _map_fit(X, y, d, prior, rng, kernel, inducing, start, trust, restarts, max_iter,
+        full = _map_fit(likelihood, n, scale, d, prior, rng, start, trust, restarts, max_iter,
                         chosen.hyperparameters)
         evaluations = chosen.evaluations + full.evaluations
-        if full.evidence - chosen.evidence > ard_margin * bic_penalty(d - 1, len(y)):
+        if full.evidence - chosen.evidence > ard_margin * bic_penalty(d - 1, n):
             chosen = full
         chosen = replace(chosen, evaluations=evaluations)
-    return _with_gain(chosen, X, y, prior, kernel, inducing, start, trust, max_iter)
+    return _with_gain(chosen, likelihood, scale, prior, start, trust, max_iter)
 
 
 def subsample(X: np.ndarray, y: np.ndarray, rng: np.random.Generator,
@@ -411,16 +414,15 @@ def _bounds(prior: Prior, q: int, incumbent: np.ndarray,
     return bounds
 
 
-def _map_fit(X: np.ndarray, y: np.ndarray, q: int, prior: Prior, rng: np.random.Generator,
-             kernel: str, inducing: np.ndarray | None, start: Hyperparameters | None,
-             trust: float | None, restarts: int, max_iter: int,
+def _map_fit(likelihood: Objective, n: int, scale: float, q: int, prior: Prior,
+             rng: np.random.Generator, start: Hyperparameters | None, trust: float | None,
+             restarts: int, max_iter: int,
              isotropic: Hyperparameters | None = None) -> FitResult:
-    """:func:`fit` with q = 1 or d lengthscales, on the (subsampled) data, without the gain.
-    With ``isotropic`` (the one-lengthscale fit on the same data), the ARD fit starts from its
-    optimum and from an ARD ``start`` only, not from the prior: 2-3x fewer evaluations (an ARD
-    fit with the prior's starts doubled to quintupled the refit's time at d = 2-50)."""
-    ys, scale = _standardised(y)
-    likelihood = _likelihood(X, ys, kernel, inducing)
+    """:func:`fit` with q = 1 or d lengthscales, without the gain: ``likelihood`` on the n
+    (subsampled) values standardised by ``scale``. With ``isotropic`` (the one-lengthscale fit
+    on the same data), the ARD fit starts from its optimum and from an ARD ``start`` only, not
+    from the prior: 2-3x fewer evaluations (an ARD fit with the prior's starts doubled to
+    quintupled the refit's time at d = 2-50)."""
 
     def negative(theta: np.ndarray) -> tuple[float, np.ndarray]:
         value, grad = likelihood(theta)
@@ -430,7 +432,7 @@ def _map_fit(X: np.ndarray, y: np.ndarray, q: int, prior: Prior, rng: np.random.
         return -(value + p_value), -(grad + p_grad)
 
     incumbent = _start(start, q, prior, scale)
-    bounds = _bounds(prior, q, incumbent, trust if start is not None else None)
+    bounds = _bounds(prior, q, incumbent, trust)
     low, high = np.array(bounds).T
     if isotropic is not None:
         seed = _start(isotropic, q, prior, scale)
@@ -453,14 +455,14 @@ def _map_fit(X: np.ndarray, y: np.ndarray, q: int, prior: Prior, rng: np.random.
     assert best is not None
     theta = np.array(best.x)
     log_likelihood = -float(best.fun) - prior.log_density(theta)[0]
-    evidence = log_likelihood + 0.5 * len(y) * (1.0 + _LOG_2PI)  # minus N(0, 1)'s, on ys
+    evidence = log_likelihood + 0.5 * n * (1.0 + _LOG_2PI)  # minus N(0, 1)'s, on ys
     theta[-2:] += 2.0 * math.log(scale)
-    return FitResult(Hyperparameters.from_theta(theta), -float(best.fun), len(y), evaluations,
+    return FitResult(Hyperparameters.from_theta(theta), -float(best.fun), n, evaluations,
                      evidence)
 
 
-def _with_gain(result: FitResult, X: np.ndarray, y: np.ndarray, prior: Prior, kernel: str,
-               inducing: np.ndarray | None, start: Hyperparameters | None, trust: float | None,
+def _with_gain(result: FitResult, likelihood: Objective, scale: float, prior: Prior,
+               start: Hyperparameters | None, trust: float | None,
                max_iter: int) -> FitResult:
     """``result`` with its gain over the incumbent lengthscales if its evidence alone is not
     significant: the likelihood minus the incumbent's profile likelihood (:func:`_profile`,
@@ -470,10 +472,8 @@ def _with_gain(result: FitResult, X: np.ndarray, y: np.ndarray, prior: Prior, ke
     q, n = len(result.hyperparameters.lengthscale), result.n_points
     if result.evidence > bic_penalty(q + 1, n):
         return result
-    ys, scale = _standardised(y)
-    likelihood = _likelihood(X, ys, kernel, inducing)
     incumbent = _start(start, q, prior, scale)
-    bounds = _bounds(prior, q, incumbent, trust if start is not None else None)
+    bounds = _bounds(prior, q, incumbent, trust)
     low, high = np.array(bounds).T
     log_lengthscale = np.clip(incumbent[:q], low[:q], high[:q])
     starts = [np.clip(x0, low[q:], high[q:])
