@@ -550,16 +550,10 @@ SMOOTHEST_FACTORS: tuple[float, ...] = (1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
 
 
 #: L-BFGS-B stops at a relative change of the objective below FIT_FTOL (scipy's default: 2.2e-9;
-#: its gradient tolerance stays). GSSBO's fits use it too (gssbo.map_fit: about 1e-3 nats at
-#: 10^3 points; the default walked the flat valley of (s2, noise) for 15-20 more O(n^3)
-#: evaluations). Replayed on the 110 refits of six benchmark problems (T = 2000, two seeds
-#: each), 5-35% fewer evaluations (Cadata 1360 -> 1000, Levy 1028 -> 674, branin10 2093 ->
-#: 1428), no kept / ARD decision moved, the optimum within 0.001 nats, the lengthscales
-#: within 0.4% (``benchmarks/refit_cost.py tolerance``). Looser
-#: settings (1e-4 / 1e-3) halved the fits' time with the regret ratios unchanged over 30 seeds,
-#: but left the incumbent's profile likelihood 0.7 nats short (a wrong BIC gain) and made
-#: refits sensitive to rounding in their inputs (two runs on values moved by whole shifts
-#: differed).
+#: its gradient tolerance stays); GSSBO's fits too (about 1e-3 nats at 10^3 points, where the
+#: default walked the flat valley of (s2, noise) for 15-20 more O(n^3) evaluations). 5-35% fewer
+#: evaluations than the default with the same decisions; looser settings left the incumbent's
+#: profile likelihood 0.7 nats short, a wrong BIC gain (``benchmarks/refit_cost.py``).
 FIT_FTOL = 1e-6
 
 
@@ -607,27 +601,22 @@ LAM_FLOOR = 0.1
 
 #: UCB runs on the kept fit's lengthscales times this factor (the next fit starts from the fit's
 #: own values). The MAP from UCB's arms (a few dozen, clustered near the maxima) is shorter than
-#: the bandwidth with the least regret on the benchmarks (Cadata 2-3 against 4, Levy 1-1.5
-#: against 2-2.5, Branin 0.8-1.1 against 1-2): 1.25 cut the mean regret at T = 2000 on Cadata
-#: (100 seeds) by 14%, Levy by 19%, Hartmann-6 by 22% and Branin by 8% (30 seeds) and left
-#: Abalone as it was; 1.5 trapped Hartmann-6 at its local maximum more often
-#: (benchmarks/hyperparameters.py).
+#: the bandwidth with the least regret (Cadata 2-3 against 4, Levy 1-1.5 against 2-2.5, Branin
+#: 0.8-1.1 against 1-2): 1.25 cut the mean regret by 8-22% on four of the issue's problems; 1.5
+#: trapped Hartmann-6 at its local maximum more often (benchmarks/hyperparameters.py).
 SMOOTHING = 1.25
 
 #: A kept isotropic fit runs the kernel on at least :func:`neighbour_lengthscale` at this
 #: correlation, with the configured lam: below it the median candidate tells UCB little about its
 #: nearest neighbour, UCB is a bandit of independent arms, and the fit's noise is that of a
-#: kernel that interpolates any values (lam at LAM_FLOOR; UCB then proposed a new arm at almost
-#: every step: Levy-20's Sobol points alone, seed 0, 0.54 at 370 CPU s, 0.42 at 38 s at lam 1).
-#: Before any kept fit, an isotropic fit below it that BIC does not keep moves the kernel from
-#: the start to it (Strategy._refit): in 20 d the fits stay insignificant for 120-190
-#: observations while UCB on the start (the RMS distance) proposes new arms as if uniform. This
-#: binds only where candidates are sparse: in 20 dimensions (2000 candidates: 4.1, where the fits
-#: give 1.6-2.8), not on the issue's problems (Cadata 0.34, Hartmann-6 1.0 against kernels of
-#: 1-4). 0.5 -> 0.7 with that move, 10 seeds (benchmarks/hyperparameters.py): Levy-20 0.070 ->
-#: 0.023, Styblinski-Tang-20 0.24 -> 0.067, Rastrigin-20 0.55 -> 0.54, their Sobol points alone
-#: 0.33 -> 0.27, 0.31 -> 0.23, 0.24 -> 0.15; Hartmann-6 0.047 -> 0.045, others identical
-#: (30 seeds), but branin10 (isotropic, its 8 columns irrelevant) 0.127 -> 0.149.
+#: kernel that interpolates any values (at LAM_FLOOR, UCB proposed a new arm at almost every
+#: step). Before any kept fit, an isotropic fit below it that BIC does not keep moves the kernel
+#: from the start to it (Strategy._refit): in 20 d the fits stay insignificant for 120-190
+#: observations while UCB on the start proposes new arms as if uniform. It binds only where
+#: candidates are sparse: in 20 dimensions (2000 candidates: 4.1, where the fits give 1.6-2.8),
+#: not on the issue's problems (Cadata 0.34, Hartmann-6 1.0 against kernels of 1-4). Against 0.5
+#: it cut the 20-d regret by up to 3.6x and cost branin10's one lengthscale 17%
+#: (benchmarks/hyperparameters.py).
 NEIGHBOUR_CORRELATION = 0.7
 
 #: The automatic kernel starts on the neighbour floor instead of the RMS distance when
@@ -635,23 +624,16 @@ NEIGHBOUR_CORRELATION = 0.7
 #: nearest neighbour is nearly as far as any other (2000 candidates: floor / RMS 0.65 in 20 d,
 #: 0.83 in 52 and 100 d; 0.43 on branin10, 0.29 on Hartmann-6, under 0.2 on the issue's other
 #: problems). There every fit on the first 20 arms lies below the floor and moved the kernel to
-#: it anyway, after 20 arms of UCB on the far smoother start (the figures of
-#: benchmarks/hyperparameters.py, T = 2000): Rastrigin-20 0.54 -> 0.20 (10 seeds), its Sobol
-#: points alone 0.169 -> 0.109, Styblinski-Tang-20's 0.230 -> 0.221, Levy-20 0.0227 -> 0.0218,
-#: Styblinski-Tang-20 0.069 -> 0.071, Levy-20's Sobol points 0.268 unchanged (30 seeds),
-#: Powell-52 0.148 -> 0.155 (5 seeds). ARD as well: its first fits are isotropic (BIC on 20
-#: arms) and met the floor in the same way.
+#: it anyway, after 20 arms of UCB on the far smoother start (Rastrigin-20: regret 0.54 -> 0.20;
+#: benchmarks/hyperparameters.py). ARD as well: its first fits are isotropic (BIC on 20 arms).
 FLOOR_START_RATIO = 0.5
 
 #: After the first kept fit, a refit keeps each lengthscale within this factor of the last kept
-#: fit's. Late fits see UCB's arms clustered near a maximum, nearly flat and noisy: on Levy-20
-#: (seed 0) one at 936 observations jumped from 1.6 to 13 (noise above the signal variance, yet
-#: BIC preferred it to white noise) and the regret ratio went from 0.33 to 0.83. The region cut
-#: Levy-20's mean over 10 seeds from 0.47 to 0.22, left the other problems within 2% (30 seeds)
-#: and improved auto-ard (Cadata 0.0090 -> 0.0070, Hartmann-6 0.059 -> 0.047;
-#: benchmarks/hyperparameters.py). Lengthscales the data move further get there a factor
-#: REFIT_TRUST per refit. The first fit is free: held within 2x of the start, Hartmann-6 (MAP
-#: ~0.94 against a start of 3.46) went from 0.047 to 0.149.
+#: fit's (lengthscales the data move further get there a factor REFIT_TRUST per refit). Late
+#: fits see UCB's arms clustered near a maximum, nearly flat and noisy: on Levy-20 (seed 0) one
+#: at 936 observations jumped from 1.6 to 13 and the regret ratio went from 0.33 to 0.83. The
+#: first fit is free: held within 2x of the start, Hartmann-6 (MAP ~0.94, start 3.46) tripled
+#: its regret (benchmarks/hyperparameters.py).
 REFIT_TRUST = 2.0
 
 
@@ -660,11 +642,9 @@ REFIT_TRUST = 2.0
 #: parameters: inputs the values ignore, where one lengthscale cannot be long in those and short
 #: in the others. On 60 uniform arms of branin10 (Branin plus 8 uniform columns) the gain is
 #: 100 nats against a price of 18, on Cadata, Hartmann-6 and Levy-4 (200 arms) 1.2-2.8 times
-#: the price. BIC alone (``ard: true``) chose ARD on Cadata's real inputs too (+30%); at 4x,
-#: mean regret ratio (T = 2000, 30 seeds): branin10 0.150 -> 0.072 (the best fixed single
-#: bandwidth 0.095), Cadata (100 seeds), Abalone, Branin, Hartmann-6 and Levy within 2%, also
-#: at T = 10^4, the 20-d functions unchanged (ARD never chosen on 10 seeds). The ARD fit costs
-#: 0.1-0.9 CPU s more per run (benchmarks/hyperparameters.py).
+#: the price; BIC alone (``ard: true``) chose ARD on Cadata's real inputs too (+30% regret),
+#: 4x halves branin10's regret and leaves the other problems within 2%
+#: (benchmarks/hyperparameters.py).
 ARD_MARGIN = 4.0
 
 
