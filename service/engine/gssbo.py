@@ -51,7 +51,7 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import linalg
 
 from .errors import NumericalError
 from .exact import ExactPosterior
@@ -60,9 +60,11 @@ from .hyperparameters import (
     KernelState,
     Prior,
     exact_log_likelihood,
-    lbfgs_options,
+    map_objective,
     median_distance,
+    minimize_from,
     squared_distances,
+    standardised,
 )
 from .kernels import Matern52
 from .normalize import choose_scaling
@@ -257,25 +259,14 @@ def map_fit(X: np.ndarray, y: np.ndarray, prior: Prior, starts: list[Hyperparame
     The objective, bounds and standardisation of :func:`hyperparameters.fit`, without its
     profile likelihood (GSSBO never reads the BIC gain).
     """
-    scale = float(np.std(y)) or 1.0
-    ys = (y - y.mean()) / scale
+    ys, scale = standardised(y)
     sq_dist = squared_distances(X)
-    bounds = prior.bounds(1)
-    low, high = np.array(bounds).T
-
-    def negative(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = exact_log_likelihood(theta, X, ys, "matern52", sq_dist)
-        if not math.isfinite(value):
-            return 1e25, np.zeros_like(theta)
-        p_value, p_grad = prior.log_density(theta)
-        return -(value + p_value), -(grad + p_grad)
-
+    objective = map_objective(
+        lambda theta: exact_log_likelihood(theta, X, ys, "matern52", sq_dist), prior)
     shift = np.array([0.0, 2.0 * math.log(scale), 2.0 * math.log(scale)])
-    runs = [optimize.minimize(negative, np.clip(start.theta - shift, low, high), jac=True,
-                              method="L-BFGS-B", bounds=bounds,
-                              options=lbfgs_options(max_iter))
-            for start in starts]
-    return Hyperparameters.from_theta(min(runs, key=lambda run: run.fun).x + shift)
+    best, _ = minimize_from(objective, [start.theta - shift for start in starts],
+                            prior.bounds(1), max_iter)
+    return Hyperparameters.from_theta(best.x + shift)
 
 
 def prior_starts(prior: Prior, restarts: int, rng: np.random.Generator) -> list[Hyperparameters]:

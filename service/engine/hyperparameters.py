@@ -365,7 +365,7 @@ def fit(X: np.ndarray, y: np.ndarray, *, prior: Prior, rng: np.random.Generator,
     """
     X, y = subsample(X, y, rng, max_points)
     d, n = X.shape[1], len(y)
-    ys, scale = _standardised(y)
+    ys, scale = standardised(y)
     likelihood = _likelihood(X, ys, kernel, inducing)
     trust = trust if start is not None else None  # a trust region only around a start
     chosen = _map_fit(likelihood, n, scale, 1, prior, rng, start, trust, restarts, max_iter)
@@ -423,17 +423,8 @@ def _map_fit(likelihood: Objective, n: int, scale: float, q: int, prior: Prior,
     on the same data), the ARD fit starts from its optimum and from an ARD ``start`` only, not
     from the prior: 2-3x fewer evaluations (an ARD fit with the prior's starts doubled to
     quintupled the refit's time at d = 2-50)."""
-
-    def negative(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = likelihood(theta)
-        if not math.isfinite(value):
-            return 1e25, np.zeros_like(theta)
-        p_value, p_grad = prior.log_density(theta)
-        return -(value + p_value), -(grad + p_grad)
-
     incumbent = _start(start, q, prior, scale)
     bounds = _bounds(prior, q, incumbent, trust)
-    low, high = np.array(bounds).T
     if isotropic is not None:
         seed = _start(isotropic, q, prior, scale)
         starts = [seed] + ([incumbent] if start is not None and len(start.lengthscale) == q
@@ -444,15 +435,7 @@ def _map_fit(likelihood: Objective, n: int, scale: float, q: int, prior: Prior,
             starts.append(prior.centre(q))
         starts += [prior.centre(q) + prior.sd * rng.standard_normal(q + 2)
                    for _ in range(restarts)]
-    best, evaluations = None, 0
-    for theta0 in starts:
-        result = optimize.minimize(negative, np.clip(theta0, low, high), jac=True,
-                                   method="L-BFGS-B", bounds=bounds,
-                                   options=lbfgs_options(max_iter))
-        evaluations += int(result.nfev)
-        if best is None or result.fun < best.fun:
-            best = result
-    assert best is not None
+    best, evaluations = minimize_from(map_objective(likelihood, prior), starts, bounds, max_iter)
     theta = np.array(best.x)
     log_likelihood = -float(best.fun) - prior.log_density(theta)[0]
     evidence = log_likelihood + 0.5 * n * (1.0 + _LOG_2PI)  # minus N(0, 1)'s, on ys
@@ -490,7 +473,7 @@ def _with_gain(result: FitResult, likelihood: Objective, scale: float, prior: Pr
     return replace(result, gain=gain, evaluations=evaluations)
 
 
-def _standardised(y: np.ndarray) -> tuple[np.ndarray, float]:
+def standardised(y: np.ndarray) -> tuple[np.ndarray, float]:
     """y at mean 0 and variance 1 (the units every fit runs in), and the scale divided out."""
     scale = float(np.std(y))
     scale = scale if scale > 0 else 1.0
@@ -524,7 +507,7 @@ def smoothest_factor(X: np.ndarray, y: np.ndarray, fitted: Hyperparameters, *,
     than the exact likelihood would (in the 20-d benchmarks the dictionary holds every arm
     the fit sees, and the two agree)."""
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    ys, scale = _standardised(y)
+    ys, scale = standardised(y)
     likelihood = _likelihood(X, ys, kernel, inducing)
     log_ell = np.log(np.asarray(fitted.lengthscale, dtype=np.float64))
     if len(log_ell) != 1:
@@ -562,6 +545,32 @@ def lbfgs_options(max_iter: int) -> dict[str, float]:
     return {"maxiter": max_iter, "ftol": FIT_FTOL}
 
 
+def map_objective(likelihood: Objective, prior: Prior) -> Objective:
+    """theta -> minus (log likelihood + log prior) and its gradient, the objective of every MAP
+    fit; 1e25 (gradient 0) where the likelihood is not finite, so L-BFGS-B backs off."""
+
+    def negative(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        value, grad = likelihood(theta)
+        if not math.isfinite(value):
+            return 1e25, np.zeros_like(theta)
+        p_value, p_grad = prior.log_density(theta)
+        return -(value + p_value), -(grad + p_grad)
+
+    return negative
+
+
+def minimize_from(objective: Objective, starts: list[np.ndarray],
+                  bounds: list[tuple[float, float]],
+                  max_iter: int) -> tuple[optimize.OptimizeResult, int]:
+    """The best L-BFGS-B run of ``objective`` from each of ``starts`` (clipped into ``bounds``;
+    the first of equal ones) and the evaluations of all runs."""
+    low, high = np.array(bounds).T
+    runs = [optimize.minimize(objective, np.clip(x0, low, high), jac=True, method="L-BFGS-B",
+                              bounds=bounds, options=lbfgs_options(max_iter))
+            for x0 in starts]
+    return min(runs, key=lambda run: run.fun), sum(int(run.nfev) for run in runs)
+
+
 def _profile(likelihood: Objective, log_lengthscale: np.ndarray, starts: list[np.ndarray],
              bounds: list[tuple[float, float]], max_iter: int) -> tuple[float, int]:
     """max over (log s2, log noise) of the likelihood at fixed lengthscales (no prior), and the
@@ -572,12 +581,8 @@ def _profile(likelihood: Objective, log_lengthscale: np.ndarray, starts: list[np
         value, grad = likelihood(np.concatenate([log_lengthscale, nuisance]))
         return (-value, -grad[-2:]) if math.isfinite(value) else (1e25, np.zeros(2))
 
-    low, high = np.array(bounds).T
-    results = [optimize.minimize(negative, np.clip(x0, low, high), jac=True, method="L-BFGS-B",
-                                 bounds=bounds, options=lbfgs_options(max_iter))
-               for x0 in starts]
-    best = min(float(r.fun) for r in results)
-    return (-best if best < 1e25 else -math.inf), sum(int(r.nfev) for r in results)
+    best, evaluations = minimize_from(negative, starts, bounds, max_iter)
+    return (-float(best.fun) if best.fun < 1e25 else -math.inf), evaluations
 
 
 #: Refit schedule: at a batch opening once at least this many observations are folded in and
