@@ -340,7 +340,9 @@ function showHyperparameters(study) {
     fit: "GSSBO's fit at this batch"} : {
     start: "the start: the RMS distance between candidates (no fit kept yet)",
     floor: "the neighbour floor, the shortest that links nearest candidates: the fits put it "
-      + "below, or the candidates are too sparse for the longer start",
+      + "below, or the candidates are too sparse for the longer start. A prior choice, not "
+      + "one the data made; if it stays there in 20 or more dimensions, fixed lengthscales "
+      + "between sqrt(2d)/3 and sqrt(2d) may do better (README, Kernel hyper-parameters)",
     fit: "the last kept fit, lengthened" + (hp.smoothing ? ` ${fmt(hp.smoothing)}x` : "")
       + " (by the default factor or, where that is below the neighbour floor, to the "
       + "smoothest lengthscale its likelihood does not reject)"};
