@@ -506,6 +506,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -798,17 +799,14 @@ def plot_sweep(records: list[dict[str, Any]], T: int, path: Path) -> Path:
         mine = [r for r in records if r["problem"] == name]
         fixed = sorted((float(r["config"][3:]), r) for r in mine if r["config"].startswith("ls="))
         if fixed:
-            stats = [common.mean_interval(np.array([run["ratio_T"] for run in r["runs"]]))
-                     for _, r in fixed]
-            ax.errorbar([ls for ls, _ in fixed], [m for m, _ in stats],
-                        yerr=[np.nan_to_num(h) for _, h in stats], fmt="o-", color="0.3",
-                        capsize=3, lw=1.2, label="fixed lengthscale")
+            stats = np.array([_log_axis_interval(r["runs"]) for _, r in fixed])
+            ax.errorbar([ls for ls, _ in fixed], stats[:, 0],
+                        yerr=[stats[:, 0] - stats[:, 1], stats[:, 2] - stats[:, 0]], fmt="o-",
+                        color="0.3", capsize=3, lw=1.2, label="fixed lengthscale")
         for r in (r for r in mine if r["config"].startswith("auto")):
-            mean, half = common.mean_interval(np.array([run["ratio_T"] for run in r["runs"]]))
-            line = ax.axhline(float(mean), lw=1.5, label=f"{r['config']} (final ls: ticks)")
-            if np.isfinite(half):
-                ax.axhspan(float(mean - half), float(mean + half), color=line.get_color(),
-                           alpha=0.15, lw=0)
+            mean, low, high = _log_axis_interval(r["runs"])
+            line = ax.axhline(mean, lw=1.5, label=f"{r['config']} (final ls: ticks)")
+            ax.axhspan(low, high, color=line.get_color(), alpha=0.15, lw=0)
             final = [float(np.exp(np.mean(np.log(run["lengthscale"])))) for run in r["runs"]]
             ax.plot(final, np.zeros_like(final), "|", ms=12, color=line.get_color(),
                     transform=ax.get_xaxis_transform(), clip_on=False)
@@ -828,6 +826,17 @@ def plot_sweep(records: list[dict[str, Any]], T: int, path: Path) -> Path:
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _log_axis_interval(runs: list[dict[str, Any]]) -> tuple[float, float, float]:
+    """Mean regret ratio at T over ``runs`` and its 95% Student-t interval, the lower end raised
+    to the smallest run's ratio: a mean is never below it, and on a log axis a Student-t end
+    below zero (heavy-tailed ratios, few seeds) ran the bar to the bottom of the panel. One run:
+    no interval (both ends at the mean)."""
+    ratios = np.array([run["ratio_T"] for run in runs])
+    mean, half = (float(v) for v in common.mean_interval(ratios))
+    half = half if math.isfinite(half) else 0.0
+    return mean, max(mean - half, float(ratios.min())), mean + half
 
 
 def render_summary(records: list[dict[str, Any]], T: int, mark: int) -> str:

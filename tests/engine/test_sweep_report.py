@@ -49,3 +49,27 @@ def test_replot_merges_saved_runs_into_the_summary_and_the_figure(tmp_path: Path
     assert rows["ard"][4] == "ls=8" and rows["ard"][6] == "-50.0%"
     figure = out / "sweep_T2000.png"
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _interval(ratios: list[float]) -> tuple[float, float, float]:
+    """benchmarks/hyperparameters.py's figure interval of ``ratios``, in a fresh process (the
+    script pins BLAS threads before numpy loads)."""
+    code = ("import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/..']; "
+            "import hyperparameters as b; "
+            "print(json.dumps(b._log_axis_interval([{'ratio_T': r} for r in "
+            "json.loads(sys.argv[2])])))")
+    done = subprocess.run([sys.executable, "-c", code, str(SCRIPT.parent), json.dumps(ratios)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return tuple(json.loads(done.stdout))
+
+
+def test_the_figure_interval_never_reaches_below_the_smallest_run() -> None:
+    # heavy-tailed ratios on 3 seeds: the Student-t interval, 0.34 -/+ 1.42, reaches below zero,
+    # which a log axis cannot draw; the bar stops at the smallest run instead
+    mean, low, high = _interval([0.01, 0.01, 1.0])
+    assert mean == pytest.approx(0.34) and low == 0.01 and high > 1.0
+    # where the Student-t end is above the smallest run, the interval is symmetric
+    mean, low, high = _interval([0.4, 0.5, 0.6, 0.5, 0.4, 0.6])
+    assert 0.4 < low < mean and high - mean == pytest.approx(mean - low)
+    assert _interval([0.3]) == (0.3, 0.3, 0.3)  # one run: no interval
