@@ -21,12 +21,14 @@ and 1) captured and replayed with scipy's default L-BFGS-B tolerances and with t
 Figures (``scaling``, d = 8, T = 2000, seed 0; ms per refit against ms per resparsification
 step; the README has the current row)::
 
-    A         session 21    session 22    session 23    over the run, session 23 (s):
-                                                        refits, resparsifications, run
-    2000      32 / 3        18 / 1.3      11.3 / 1.5    0.09, 0.04, 0.30
-    2 x 10^4  22 / 12       15 / 9.0      14.3 / 10.6   0.11, 0.69, 1.09
-    2 x 10^5  33 / 163      18 / 90       19.2 / 110    0.15, 5.4, 5.9
-    10^6      68 / 1034                   43.5 / 953    (session 24) 0.39, 91.5, 92.2 (96 batches)
+    A         session 21    session 22    session 23    session 25    over the run, session 25 (s):
+                                                                      refits, resparsifications, run
+    2000      32 / 3        18 / 1.3      11.3 / 1.5    8.8 / 1.5     0.07, 0.04, 0.29
+    2 x 10^4  22 / 12       15 / 9.0      14.3 / 10.6   11.9 / 11.1   0.09, 0.72, 1.12
+    2 x 10^5  33 / 163      18 / 90       19.2 / 110    15.4 / 109    0.12, 5.35, 5.81
+    10^6      68 / 1034                   43.5 / 953    37.1 / 930    0.33, 89.3, 90.0 (96 batches)
+
+(10^6 in session 23's column: session 24.)
 
 Session 22: a refit starts from the last fit alone (the prior's centre as a second start
 always ended at the same optimum). Session 23: the gain over the incumbent's lengthscale is
@@ -37,7 +39,12 @@ per-evaluation overhead (about 15 numpy / LAPACK calls of 10-60 us at n = 200, m
 ARD attempt (rejected ones converge in 9-20 evaluations: Cadata, branin10, 3 seeds). Summing
 ``H * d2`` for the isotropic gradient instead of contracting per dimension: 384 -> 343 us per
 isotropic evaluation, 11.3 -> 10.9 ms per refit (reverted: ARD evaluations dominate). The fits
-were 28% of the engine's time at A = 2000, 10% at 2 x 10^4, under 1% at 10^6.
+were 28% of the engine's time at A = 2000, 10% at 2 x 10^4, under 1% at 10^6. Session 25:
+LAPACK's potrf / trtrs / potrs called directly instead of through scipy.linalg's checked
+wrappers (7.8 against 2.8 us for a 29 x 29 Cholesky): 249 -> 170 us per evaluation at
+n = m = 29, the same fits bit for bit (64 captured refits of seven problems replayed, and
+hyperparameters.py's runs on Hartmann-6, Cadata and branin10, 3 seeds: identical regret ratios
+and lengthscales, fit CPU -17 to -29%).
 
 ``tolerance`` (session 21): on the 110 refits of six problems (two seeds each), ``FIT_FTOL``
 1e-6 against scipy's 2.2e-9 took 5-35% fewer evaluations (Cadata 1360 -> 1000, Levy 1028 -> 674,
