@@ -298,13 +298,15 @@ def _plain(value: Any) -> Any:
 
 def _check_finite(value: Any, field: str) -> None:
     """InvalidArgument naming the first NaN or infinity in nested dicts and lists (JSON has
-    neither, and would otherwise send null or fail to encode)."""
+    neither, and would otherwise send null or fail to encode). Integers pass, however large:
+    JSON holds them, and the server judges their range."""
     if isinstance(value, Mapping):
         items: Any = value.items()
     elif isinstance(value, list | tuple):
         items = enumerate(value)
     else:
-        if isinstance(value, numbers.Real) and not math.isfinite(value):
+        if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral) \
+                and not math.isfinite(value):
             raise InvalidArgument(f"must be a finite number; got {value}", field)
         return
     for key, item in items:

@@ -7,6 +7,7 @@ Parameter names follow the BBKB paper: ``lam`` is the regulariser lambda, ``nois
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -225,13 +226,15 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
 
 def _number(name: str, value: float, *, low: float, high: float = math.inf,
             inclusive: bool = False, hint: str | None = None) -> None:
-    ok = isinstance(value, int | float) and math.isfinite(value)
+    huge = isinstance(value, int) and abs(value) > sys.float_info.max  # JSON holds any int
+    ok = isinstance(value, int | float) and not huge and math.isfinite(value)
     ok = ok and (value >= low if inclusive else value > low) and value <= high
     if not ok:
         bound = f">= {low}" if inclusive else f"> {low}"
         message = hint or f"{name} must be a finite number {bound}" + (
             f" and <= {high}" if high < math.inf else "")
-        raise ConfigError(f"{message}; got {value!r}", field=name)
+        got = "an integer beyond float64's range" if huge else repr(value)
+        raise ConfigError(f"{message}; got {got}", field=name)
 
 
 def _integer(name: str, value: int, *, low: int, high: int | None = None) -> None:

@@ -70,7 +70,11 @@ def _number(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.number):
         raise ConfigError(f"kernel {name} must be a number, got {value!r}",
                           field=f"kernel.{name}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float64: outside every range
+        raise ConfigError(f"kernel {name} must be a number within float64's range, got an "
+                          "integer beyond it", field=f"kernel.{name}") from None
 
 
 def _positive(name: str, value: object) -> float:

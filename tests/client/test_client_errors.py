@@ -38,6 +38,18 @@ def test_non_finite_numbers_are_refused_with_value_and_path(bbkb):
     assert bbkb.studies() == []
 
 
+def test_an_integer_beyond_float64_is_the_servers_422_not_an_overflow(bbkb):
+    """The SDK's finiteness check raised a bare OverflowError on 10**400 (and the server
+    answered it with a 500); the server's 422 now names the field, without 400 digits."""
+    for options, field in [({"lam": 10**400}, "engine.lam"),
+                           ({"kernel": {"name": "rbf", "lengthscale": 10**400}},
+                            "engine.kernel.lengthscale")]:
+        with pytest.raises(ValidationError) as caught:
+            bbkb.create_study("s", candidates=X, engine={"strategy": "bbkb"} | options)
+        assert caught.value.field == field and "000000" not in str(caught.value)
+    assert bbkb.studies() == []
+
+
 def test_an_upload_that_is_not_numbers_creates_no_study(bbkb):
     text = np.full((INLINE_LIMIT // 2 + 1, 2), "x")  # the .npy upload path
     with pytest.raises(InvalidArgument, match="candidates: must be numbers"):

@@ -76,6 +76,15 @@ def test_values_beyond_the_engines_range_are_refused_before_they_are_stored(tmp_
      "engine.kernel.lengthscale"),
     ({"engine": {"kernel": {"name": "linear", "variance": 1e308}}, **SPACE},
      "engine.kernel.variance"),
+    # integers beyond float64 (JSON holds them): an OverflowError, a 500, before
+    ({"engine": {"kernel": {"name": "rbf", "lengthscale": 10**400}}, **SPACE},
+     "engine.kernel.lengthscale"),
+    ({"engine": {"kernel": {"name": "rbf", "lengthscale": [-10**400]}}, **SPACE},
+     "engine.kernel.lengthscale"),
+    ({"engine": {"kernel": {"name": "linear", "offset": 10**400}}, **SPACE},
+     "engine.kernel.offset"),
+    ({"engine": {"lam": 10**400}, **SPACE}, "engine.lam"),
+    ({"engine": {"noise": -10**400}, **SPACE}, "engine.noise"),
     ({"engine": {"strategy": "go-ucb", "fit_restarts": 10**9}, **SPACE}, "engine.fit_restarts"),
     ({"engine": {"strategy": "go-ucb", "goucb_hidden": 10**9}, **SPACE}, "engine.goucb_hidden"),
 ])
