@@ -257,9 +257,11 @@ def map_fit(X: np.ndarray, y: np.ndarray, prior: Prior, starts: list[Hyperparame
     """MAP Matern-5/2 hyper-parameters (units of y): the best L-BFGS-B run from ``starts``.
 
     The objective, bounds and standardisation of :func:`hyperparameters.fit`, without its
-    profile likelihood (GSSBO never reads the BIC gain).
+    profile likelihood (GSSBO never reads the BIC gain); on constant values the first start.
     """
     ys, scale = standardised(y)
+    if not ys.any():  # constant values: nothing to fit
+        return starts[0]
     sq_dist = squared_distances(X)
     objective = map_objective(
         lambda theta: exact_log_likelihood(theta, X, ys, "matern52", sq_dist), prior)
@@ -318,14 +320,13 @@ class GSSBOModel:
                   rng: np.random.Generator) -> GSSPosterior:
         """arms/values: observations in record order; pending: arms in V_all only."""
         started = time.perf_counter()
-        scale = float(values.std()) if len(values) > 1 else 0.0
-        scale = scale if scale > 0 else 1.0
+        ys, scale = standardised(values) if len(values) else (values, 1.0)
         if len(values) < 3:  # too little data for a likelihood: fixed default values
             hp = Hyperparameters((0.2 * math.sqrt(self.X.shape[1]),), 1.0, 1e-2)
             mean = float(values.mean()) if len(values) else 0.0
             self.last = GSSPosterior(self.X, hp, arms, values, pending, mean, scale)
             return self.last
-        X, ys = self.X[arms], (values - values.mean()) / scale
+        X = self.X[arms]
         prior = Prior(lengthscale=median_distance(X, rng))
         size = self.buffer_size()
         pilot = pilot_set(len(values), self.initial, size)

@@ -37,6 +37,7 @@ from .errors import ConfigError
 #: Kernel names the likelihoods understand (the stationary kernels of kernels.py).
 LIKELIHOOD_KERNELS: tuple[str, ...] = ("rbf", "gaussian", "matern52")
 _LOG_2PI = math.log(2.0 * math.pi)
+_LOG_RANGE = (math.log(np.finfo(np.float64).tiny), math.log(np.finfo(np.float64).max))
 _JITTER = 1e-8  # relative to s2, on K_mm only (the dictionary may hold near-duplicates)
 
 Objective = Callable[[np.ndarray], tuple[float, np.ndarray]]
@@ -61,7 +62,9 @@ class Hyperparameters:
 
     @classmethod
     def from_theta(cls, theta: np.ndarray) -> Hyperparameters:
-        values = np.exp(np.asarray(theta, dtype=np.float64))
+        """From log parameters, each kept within float64's normal numbers: a fit on values
+        spread over 1e-162 has variances of 1e-324, which would underflow to 0."""
+        values = np.exp(np.clip(np.asarray(theta, dtype=np.float64), *_LOG_RANGE))
         return cls(tuple(float(v) for v in values[:-2]), float(values[-2]), float(values[-1]))
 
 
@@ -380,6 +383,9 @@ def fit(X: np.ndarray, y: np.ndarray, *, prior: Prior, rng: np.random.Generator,
     X, y = subsample(X, y, rng, max_points)
     d, n = X.shape[1], len(y)
     ys, scale = standardised(y)
+    if not ys.any():  # constant values say nothing of any kernel: no fit, no evidence
+        return FitResult(start or Hyperparameters.from_theta(prior.centre(1)), 0.0, n, 0, 0.0,
+                         gain=0.0)
     likelihood = _likelihood(X, ys, kernel, inducing)
     trust = trust if start is not None else None  # a trust region only around a start
     chosen = _map_fit(likelihood, n, scale, 1, prior, rng, start, trust, restarts, max_iter)
@@ -487,11 +493,22 @@ def _with_gain(result: FitResult, likelihood: Objective, scale: float, prior: Pr
     return replace(result, gain=gain, evaluations=evaluations)
 
 
+_ROUNDING = 64 * np.finfo(np.float64).eps  # relative spread of values equal but for rounding
+
+
 def standardised(y: np.ndarray) -> tuple[np.ndarray, float]:
-    """y at mean 0 and variance 1 (the units every fit runs in), and the scale divided out."""
-    scale = float(np.std(y))
-    scale = scale if scale > 0 else 1.0
-    return (y - y.mean()) / scale, scale
+    """y at mean 0 and variance 1 (the units every fit runs in), and the scale divided out.
+    Values equal to within rounding (a spread below :data:`_ROUNDING` times their mean) are
+    constant: zeros and scale 1, where dividing by the rounding's spread made +-1 of it. A
+    spread below 1e-150, whose squares underflow, is measured in units of its largest
+    deviation (values of 1e-162 had a standard deviation of 0)."""
+    mean, scale = y.mean(), float(np.std(y))
+    if scale < 1e-150:
+        peak = float(np.max(np.abs(y - mean), initial=0.0))
+        scale = peak * float(np.std((y - mean) / peak)) if peak > 0 else 0.0
+    if not scale > _ROUNDING * abs(mean):
+        return np.zeros_like(y), 1.0
+    return (y - mean) / scale, scale
 
 
 def _likelihood(X: np.ndarray, ys: np.ndarray, kernel: str,

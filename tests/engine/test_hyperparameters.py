@@ -33,6 +33,7 @@ from service.engine.hyperparameters import (
     smoothest_factor,
     sparse_log_likelihood,
     squared_distances,
+    standardised,
 )
 from service.engine.kernels import RBF, Matern52
 from service.engine.records import OBSERVED
@@ -151,6 +152,63 @@ def test_white_noise_is_not_significant_and_a_smooth_function_is():
                  rng=np.random.default_rng(0))
     assert not noise.significant and noise.evidence < 3.0 and noise.gain is not None
     assert smooth.significant and smooth.evidence > 30.0 and smooth.gain is None
+
+
+@pytest.mark.parametrize("value", [0.0, 1.03, -10.0])
+def test_constant_values_are_no_evidence_for_any_kernel(value):
+    """A plateau (e.g. a failure code reported as a value) was standardised to zeros, or to
+    +-1 of rounding, and scored ~200 nats over white noise: the first refit was kept at the
+    prior's longest lengthscale and UCB pulled one arm for the rest of the run."""
+    X = np.random.default_rng(0).standard_normal((30, 3))
+    y = np.full(30, value)
+    ys, scale = standardised(y)
+    assert not ys.any() and scale == 1.0
+    prior = Prior(2.449)
+    incumbent = Hyperparameters((2.0, 3.0, 4.0), 0.5, 0.05)
+    for start in (None, incumbent):
+        result = fit(X, y, prior=prior, rng=np.random.default_rng(1), start=start, ard=True,
+                     trust=REFIT_TRUST)
+        assert not result.significant and result.evidence == 0.0 and result.gain == 0.0
+        assert result.evaluations == 0
+        assert result.hyperparameters == (start or Hyperparameters.from_theta(prior.centre(1)))
+
+
+def test_a_plateau_of_equal_values_leaves_the_automatic_kernel_at_its_start():
+    """The runs the plateau used to lock on the prior's longest lengthscale: their best value
+    after it was 0.12-0.48 on these seeds, now 0.92-0.995."""
+    X = np.random.default_rng(0).random((300, 3))
+    f = -np.sum((X - 0.5) ** 2, axis=1) + np.sin(3.0 * X[:, 0])
+    f = (f - f.min()) / np.ptp(f)
+    for seed in range(4):
+        engine = Strategy(X, _auto_config(seed=seed))
+        arms = []
+        while engine.t < 200:
+            for selection in engine.ask_batch():
+                engine.tell(selection.t, 0.4 if selection.t < 30 else float(f[selection.arm]))
+                arms.append(selection.arm)
+        on_plateau = [b.hyperparameters for b in engine.batches
+                      if b.hyperparameters and 0 < b.hyperparameters["fitted_at"] <= 30]
+        assert on_plateau and all(h["source"] == "start" for h in on_plateau)
+        assert max(f[arms[30:]]) > 0.9
+
+
+def test_values_spread_over_1e_162_fit_as_their_multiples_and_restore():
+    """np.std of such values is 0 (their squares underflow), so they were fit as constants;
+    and variances of 1e-324 underflowed to a stored noise of 0.0, which no restore accepted
+    (a 422 on every ask and result of the study, for good)."""
+    X, y = _data()
+    prior = Prior(lengthscale=median_distance(X, np.random.default_rng(0)))
+    unit, tiny = (fit(X, c * y, prior=prior, rng=np.random.default_rng(0)) for c in (1, 3e-162))
+    assert tiny.significant and tiny.evaluations == unit.evaluations
+    np.testing.assert_allclose(tiny.hyperparameters.lengthscale,
+                               unit.hyperparameters.lengthscale, rtol=1e-6)
+    assert 0.0 < tiny.hyperparameters.noise <= tiny.hyperparameters.variance < 1e-300
+    Xs, f = smooth_problem(n=300, d=3, seed=4)
+    engine = Strategy(Xs, _auto_config(seed=2))
+    run(engine, 3e-162 * f, 150, np.random.default_rng(0), noise=0.0)
+    assert engine.hyperparameters.source == "fit"
+    restored = Strategy.restore(Xs, engine.config, engine.state())
+    assert restored.replay_mismatches == 0 and restored.hyperparameters == engine.hyperparameters
 
 
 def test_a_fit_beating_the_incumbent_but_not_white_noise_is_significant():
