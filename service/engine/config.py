@@ -148,6 +148,11 @@ class EngineConfig:
             raise ConfigError(f"hyperparameters 'auto' needs a kernel with a lengthscale "
                               f"({list(_TUNABLE_KERNELS)}), got {kernel.name!r}",
                               field="hyperparameters")
+        if mode == "fixed" and tunable and not given \
+                and self.strategy not in LITERATURE_STRATEGIES:  # those refuse it below
+            raise ConfigError("hyperparameters 'fixed' runs on the kernel's own lengthscale: "
+                              "give one, or drop hyperparameters to let the engine choose it",
+                              field="kernel.lengthscale")
         if mode == "auto" and isinstance(spec, dict) and "lengthscale" in spec:
             raise ConfigError("the lengthscale is chosen by the engine under hyperparameters "
                               "'auto': drop it, or set hyperparameters 'fixed'",

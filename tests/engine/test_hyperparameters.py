@@ -817,6 +817,10 @@ def test_kernel_states_round_trip_and_older_ones_have_no_source():
     ({"ard": 1}, "ard"),
     ({"normalize": "minmax"}, "normalize"),
     ({"hyperparameters": "sometimes"}, "hyperparameters"),
+    # a fixed kernel without its lengthscale ran on the kernel class's 1.0, in raw units
+    ({"hyperparameters": "fixed"}, "kernel.lengthscale"),
+    ({"hyperparameters": "fixed", "kernel": {"name": "rbf", "lengthscale": "auto"}},
+     "kernel.lengthscale"),
 ])
 def test_bad_hyperparameter_options_name_their_field(config, field):
     with pytest.raises(ConfigError) as info:
