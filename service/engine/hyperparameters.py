@@ -33,6 +33,7 @@ from scipy.linalg import lapack
 from scipy.spatial import distance
 
 from .errors import ConfigError
+from .normalize import ROUNDING
 
 #: Kernel names the likelihoods understand (the stationary kernels of kernels.py).
 LIKELIHOOD_KERNELS: tuple[str, ...] = ("rbf", "gaussian", "matern52")
@@ -258,17 +259,30 @@ def neighbour_lengthscale(X: np.ndarray, correlation: float, kernel: str = "rbf"
     :func:`correlation_distance`.
 
     O(rows A d), in blocks of ``block`` rows, deterministic (1.9 s at A = 10^6, d = 50).
-    Returns 0.0 if the median row has a duplicate.
+    A copy of a row (equal in every column) is not its neighbour: with every candidate listed
+    twice the floor was 0, and off. Returns 0.0 if every candidate is the same.
     """
     idx = np.unique(np.linspace(0, len(X) - 1, min(rows, len(X))).astype(np.int64))
     S, nearest = X[idx], np.full(len(idx), np.inf)
     for lo in range(0, len(X), block):
-        d2 = squared_distances(S, X[lo:lo + block])
-        own = np.flatnonzero((idx >= lo) & (idx < lo + d2.shape[1]))
+        B = X[lo:lo + block]
+        d2 = squared_distances(S, B)
+        own = np.flatnonzero((idx >= lo) & (idx < lo + len(B)))
         d2[own, idx[own] - lo] = np.inf  # not the row itself
+        # copies: the expansion leaves rounding, not 0, so compare the rows that come close
+        i, j = np.nonzero(d2 <= _COPY_DISTANCE * (np.einsum("ij,ij->i", S, S)[:, None]
+                                                  + np.einsum("ij,ij->i", B, B)[None, :]))
+        copies = ~np.any(S[i] != B[j], axis=1)
+        d2[i[copies], j[copies]] = np.inf
         nearest = np.minimum(nearest, d2.min(axis=1))
+    nearest[np.isinf(nearest)] = 0.0  # a row with no other value (every candidate the same)
     median = math.sqrt(float(np.median(nearest))) if len(X) > 1 else 0.0
     return median / correlation_distance(kernel, correlation)
+
+
+#: Squared distances below this fraction of the two rows' squared norms are checked for being
+#: copies (an expansion |x|^2 + |z|^2 - 2 x.z of equal rows leaves rounding of that order).
+_COPY_DISTANCE = 1e-8
 
 
 def correlation_distance(kernel: str, correlation: float) -> float:
@@ -493,12 +507,9 @@ def _with_gain(result: FitResult, likelihood: Objective, scale: float, prior: Pr
     return replace(result, gain=gain, evaluations=evaluations)
 
 
-_ROUNDING = 64 * np.finfo(np.float64).eps  # relative spread of values equal but for rounding
-
-
 def standardised(y: np.ndarray) -> tuple[np.ndarray, float]:
     """y at mean 0 and variance 1 (the units every fit runs in), and the scale divided out.
-    Values equal to within rounding (a spread below :data:`_ROUNDING` times their mean) are
+    Values equal to within rounding (a spread below normalize.ROUNDING times their mean) are
     constant: zeros and scale 1, where dividing by the rounding's spread made +-1 of it. A
     spread below 1e-150, whose squares underflow, is measured in units of its largest
     deviation (values of 1e-162 had a standard deviation of 0)."""
@@ -506,7 +517,7 @@ def standardised(y: np.ndarray) -> tuple[np.ndarray, float]:
     if scale < 1e-150:
         peak = float(np.max(np.abs(y - mean), initial=0.0))
         scale = peak * float(np.std((y - mean) / peak)) if peak > 0 else 0.0
-    if not scale > _ROUNDING * abs(mean):
+    if not scale > ROUNDING * abs(mean):
         return np.zeros_like(y), 1.0
     return (y - mean) / scale, scale
 

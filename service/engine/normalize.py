@@ -8,7 +8,9 @@ stored with the study through its candidates and config, and identical after a r
 - ``"unit"``: the candidates' bounding box mapped to [0, 1]^d.
 - ``"none"``: the candidates as given (a fixed lengthscale is then in the user's units).
 
-Constant columns get scale 1 (they carry no distance either way).
+Constant columns get scale 1 (they carry no distance either way), also those constant but for
+rounding (0.3 and 0.1 + 0.2: a spread below :data:`ROUNDING` times the shift), which scaling by
+their spread would turn into a column of +-1.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 NORMALIZERS: tuple[str, ...] = ("zscore", "unit", "none")
+
+#: The relative spread of numbers equal but for rounding (64 float64 epsilons).
+ROUNDING = 64 * np.finfo(np.float64).eps
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,5 +51,5 @@ def choose_scaling(X: np.ndarray, method: str) -> Scaling:
         shift, scale = np.zeros(d), np.ones(d)
     else:
         raise ValueError(f"normalize must be one of {list(NORMALIZERS)}, got {method!r}")
-    scale = np.where(scale > 0.0, scale, 1.0)
+    scale = np.where(scale > ROUNDING * np.abs(shift), scale, 1.0)  # and not 0
     return Scaling(method, shift, scale)
