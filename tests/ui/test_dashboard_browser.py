@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -226,9 +227,21 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
         k: current[k] for k in ("lam", "variance", "noise")}
     shown = _hyperparameters(page)
     assert {k: float(v) for k, v in shown.items()} == expected
-    assert page.text_content("#hyperparameters [data-key=fitted_at] td") == (
-        f"at {current['fitted_at']} observations")
+    assert page.text_content("#hyperparameters [data-key=fitted_at] td") == _last_refit(
+        current, batches)
     assert "automatically" in page.text_content("#hyperparameters [data-key=mode] td")
+    # the engine settings that freeze the kernel, which a new study runs on as shown
+    freeze = page.text_content("#hyperparameters [data-key=freeze] td")
+    settings = json.loads(freeze.split(": ", 1)[1])
+    assert settings == {"hyperparameters": "fixed", "normalize": "zscore", "lam": current["lam"],
+                        "kernel": {"name": "rbf", "lengthscale": current["lengthscale"]}}
+    frozen = create_study(http, name="frozen", engine={  # ard true needs "auto"
+        k: v for k, v in engine.items() if k != "ard"} | settings)["id"]
+    run_trials(http, frozen, 2, value)
+    assert {(tuple(b["hyperparameters"]["lengthscale"]), b["hyperparameters"]["lam"],
+             b["hyperparameters"]["source"])
+            for b in http.get(f"/v1/studies/{frozen}/batches").json()["batches"]} == {
+        (tuple(current["lengthscale"]), current["lam"], "fixed")}
     source = {"fit": f"the last kept fit, lengthened {current['smoothing']:g}x",
               "floor": "the neighbour floor"}[current["source"]]
     assert page.text_content("#hyperparameters [data-key=source] td").startswith(source)
@@ -251,6 +264,57 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
     page.screenshot(path=str(shot), full_page=True)
     print(f"hyper-parameter screenshot: {shot}")
     assert shot.stat().st_size > 10_000
+
+
+def _last_refit(current: dict, batches: list[dict]) -> str:
+    """The "last refit" row the page should show: a refit is kept where the batches' fitted
+    variances change with it."""
+    kept_at, previous = None, None
+    for hp in (b["hyperparameters"] for b in batches):
+        if hp["fitted_at"] and (previous is None or hp["fitted_at"] != previous["fitted_at"]) \
+                and hp["variance"] is not None and (previous is None or (
+                    hp["variance"], hp["noise"]) != (previous["variance"], previous["noise"])):
+            kept_at = hp["fitted_at"]
+        previous = hp
+    text = f"at {current['fitted_at']} observations"
+    if kept_at == current["fitted_at"]:
+        return text
+    return text + f", not kept (no better by BIC); variances and \u03bb from the fit at {kept_at}"
+
+
+def test_a_refit_not_kept_names_the_fit_whose_values_stay(server_factory, tmp_path, page,
+                                                         rest_client):
+    """A ridge gives a kept fit at 40 observations; 100 noisy values later the refit is not
+    kept, and the variances and lambda stay the first fit's. The page said "last refit: at
+    144 observations" beside them, as if they were that refit's."""
+    _, server = _server(server_factory, tmp_path, "none")
+    http = rest_client(server.url)
+    X = candidates(300, 3)
+    sid = create_study(http, name="not-kept", candidates=X.tolist(), engine={
+        "strategy": "bbkb", "mode": "async", "seed": 3, "lam": 0.5, "explore": 1.0})["id"]
+    noise = np.random.default_rng(0)
+
+    def ridge(x) -> float:  # type: ignore[no-untyped-def]
+        return float(np.exp(-((x[0] - 0.6) ** 2) / 0.02))
+
+    def observe(values: dict[int, float]) -> None:
+        body = {"observations": [{"candidate": i, "value": v} for i, v in values.items()]}
+        assert http.post(f"/v1/studies/{sid}/observations", json=body).status_code == 200
+
+    observe({i: ridge(X[i]) for i in range(40)})
+    run_trials(http, sid, 4, lambda trial: ridge(list(trial["parameters"].values())))
+    observe({i: 3.0 * float(noise.standard_normal()) for i in range(40, 140)})
+    run_trials(http, sid, 12, lambda trial: float(noise.standard_normal()))
+    current = http.get(f"/v1/studies/{sid}").json()["hyperparameters"]
+    batches = http.get(f"/v1/studies/{sid}/batches").json()["batches"]
+    expected = _last_refit(current, batches)
+    assert "not kept" in expected  # the scenario: a kept fit, then one that is not
+
+    page.goto(f"{server.url}/ui/studies/{sid}?poll=300")
+    _wait_points(page, "plot-lengthscale", len(batches))
+    page.wait_for_function(
+        "e => document.querySelector('#hyperparameters [data-key=fitted_at] td')"
+        "?.textContent === e", arg=expected)
 
 
 def test_a_gssbo_study_shows_its_own_fit(server_factory, tmp_path, page, rest_client):
@@ -276,14 +340,15 @@ def test_a_gssbo_study_shows_its_own_fit(server_factory, tmp_path, page, rest_cl
     assert page.text_content("#hyperparameters [data-key=mode] td").startswith("by GSSBO")
 
 
-def test_many_ard_dimensions_plot_their_geometric_mean(server_factory, tmp_path, page,
+def test_many_ard_dimensions_plot_their_shortest_and_the_others_mean(server_factory, tmp_path, page,
                                                        rest_client):
     _, server = _server(server_factory, tmp_path, "none")
     http = rest_client(server.url)
     X = candidates(60, 10)
-    sid = create_study(http, name="wide", candidates=X.tolist(), engine={
+    wide = create_study(http, name="wide", candidates=X.tolist(), engine={
         "strategy": "bbkb", "mode": "async", "seed": 3, "lam": 0.5, "kernel": {"name": "rbf"},
-        "ard": True})["id"]
+        "ard": True})
+    sid, study_names = wide["id"], wide["parameter_names"]
     body = {"observations": [{"candidate": i, "value": float(X[i, 0] + X[i, 1] ** 2)}
                              for i in range(30)]}
     assert http.post(f"/v1/studies/{sid}/observations", json=body).status_code == 200
@@ -294,10 +359,12 @@ def test_many_ard_dimensions_plot_their_geometric_mean(server_factory, tmp_path,
 
     page.goto(f"{server.url}/ui/studies/{sid}?poll=300")
     _wait_points(page, "plot-lengthscale", len(batches))
+    # the 7 shortest dimensions by name (the inputs the values vary along most), then the rest
+    shortest = [study_names[j] for j in np.argsort(ells, kind="stable")[:7]]
     assert page.eval_on_selector_all("#plot-lengthscale path.series",
                                      "ps => ps.map(p => p.dataset.name)") == [
-        "geometric mean of 10"]
-    assert "geometric mean of 10" in page.text_content("#lengthscale-caption")
+        *shortest, "geometric mean of the other 3"]
+    assert "the 7 shortest of 10 dimensions" in page.text_content("#lengthscale-caption")
     page.wait_for_selector("#hyperparameters [data-key=lengthscale-9]")
     shown = _hyperparameters(page)
     assert [float(shown[f"lengthscale-{j}"]) for j in range(10)] == ells

@@ -267,19 +267,31 @@ function plot(svg, {x, y, series, kind, xLabel, yLabel, xFrom0 = false, integerX
     if (series.length > 1) path.style.stroke = PALETTE[k % PALETTE.length];
     if (marks) marks.style.stroke = path.style.stroke;
   });
-  if (series.length > 1) legend(svg, series, W - R - 4, T + 4);
+  if (series.length > 1) {
+    const points = series.flatMap(({y: ys}) => ys.map((v, i) => [sx(x[i]), sy(v)]));
+    legend(svg, series, points, {left: L + 4, right: W - R - 4, top: T + 4, bottom: H - B - 4});
+  }
 }
 
-// The series' names and colours in a box whose top right corner is (right, top).
-function legend(svg, series, right, top) {
+// The series' names and colours in a box, in the corner of the plot area ``inner`` that hides
+// the fewest of ``points`` ([x, y] in svg units): top right, else top left, bottom right,
+// bottom left (pinned top right, it hid the newest lengthscales of an ARD study).
+function legend(svg, series, points, inner) {
   const width = 30 + CHAR * Math.max(...series.map((s) => s.name.length));
+  const height = 14 * series.length + 6;
+  const corners = [[inner.right - width, inner.top], [inner.left, inner.top],
+                   [inner.right - width, inner.bottom - height],
+                   [inner.left, inner.bottom - height]];
+  const hidden = ([left, top]) => points.filter(([px, py]) => px >= left && px <= left + width
+    && py >= top && py <= top + height).length;
+  const [left, top] = corners.reduce((best, c) => hidden(c) < hidden(best) ? c : best);
   const box = svgEl(svg, "g", {class: "legend"});
-  svgEl(box, "rect", {x: right - width, y: top, width, height: 14 * series.length + 6});
+  svgEl(box, "rect", {x: left, y: top, width, height});
   series.forEach(({name}, k) => {
     const ly = top + 15 + 14 * k;
-    svgEl(box, "line", {x1: right - width + 6, x2: right - width + 20, y1: ly - 4, y2: ly - 4,
+    svgEl(box, "line", {x1: left + 6, x2: left + 20, y1: ly - 4, y2: ly - 4,
                         stroke: PALETTE[k % PALETTE.length], "stroke-width": 2});
-    svgEl(box, "text", {x: right - width + 24, y: ly}, name);
+    svgEl(box, "text", {x: left + 24, y: ly}, name);
   });
 }
 
@@ -294,20 +306,56 @@ function runningBest(values, maximize) {
 // ---------------------------------------------------------------- kernel hyper-parameters
 
 const MAX_LENGTHSCALE_SERIES = 8;
+const SMOOTHING = 1.25;  // service/engine/hyperparameters.py's (a test checks they agree)
 
-// The lengthscales of batches (each with hyper-parameters) as plot series: one per dimension for
-// ARD with up to MAX_LENGTHSCALE_SERIES dimensions, else one (isotropic, or the geometric mean).
-// An ARD study's batches before its first accepted fit hold one lengthscale for every dimension.
+// The lengthscales of batches (each with hyper-parameters) as plot series: one (isotropic), or
+// one per dimension for ARD with up to MAX_LENGTHSCALE_SERIES dimensions; with more, the
+// MAX_LENGTHSCALE_SERIES - 1 dimensions shortest in the last batch (the inputs the values vary
+// along most; a geometric mean of all hid them) and the geometric mean of the others. An ARD
+// study's batches before its first accepted fit hold one lengthscale for every dimension.
 function lengthscaleSeries(batches, names) {
   const ells = batches.map((b) => b.hyperparameters.lengthscale);
   const q = ells.reduce((m, l) => Math.max(m, l.length), 1);
   if (q === 1) return [{y: ells.map((l) => l[0]), name: "lengthscale"}];
-  if (q <= MAX_LENGTHSCALE_SERIES) {
-    return Array.from({length: q}, (_, j) => ({y: ells.map((l) => l[l.length === 1 ? 0 : j]),
-                                               name: names[j] || "x" + j}));
+  const at = (l, j) => l[l.length === 1 ? 0 : j];
+  const dimension = (j) => ({y: ells.map((l) => at(l, j)), name: names[j] || "x" + j});
+  if (q <= MAX_LENGTHSCALE_SERIES) return Array.from({length: q}, (_, j) => dimension(j));
+  const last = ells[ells.length - 1];
+  const order = Array.from({length: q}, (_, j) => j).sort((i, j) => at(last, i) - at(last, j));
+  const shown = order.slice(0, MAX_LENGTHSCALE_SERIES - 1);
+  const rest = order.slice(MAX_LENGTHSCALE_SERIES - 1);
+  const mean = (l) => Math.exp(rest.reduce((a, j) => a + Math.log(at(l, j)), 0) / rest.length);
+  return [...shown.map(dimension),
+          {y: ells.map(mean), name: `geometric mean of the other ${rest.length}`}];
+}
+
+// The refits the batches record, in order: each fitted_at > 0 once, kept if the fitted signal
+// and noise variances (the last kept fit's) changed with it.
+function refits(batches) {
+  const out = [];
+  let previous = null;
+  for (const {hyperparameters: hp} of batches) {
+    if (hp.fitted_at && hp.fitted_at !== previous?.fitted_at) {
+      out.push({at: hp.fitted_at, kept: hp.variance !== null && (previous === null
+        || hp.variance !== previous.variance || hp.noise !== previous.noise)});
+    }
+    previous = hp;
   }
-  const geometricMean = (l) => Math.exp(l.reduce((a, v) => a + Math.log(v), 0) / l.length);
-  return [{y: ells.map(geometricMean), name: `geometric mean of ${q}`}];
+  return out;
+}
+
+// The "last refit" row: when, and whether it was kept (a later refit that BIC does not keep
+// leaves the variances and lambda of the kept one, which the row then names).
+function lastRefit(hp, batches) {
+  if (hp.source === "fixed") return "never: fixed by the configuration";
+  if (!hp.fitted_at) return "none yet (initial values)";
+  if (hp.variance === null) return `at ${hp.fitted_at} observations (not kept: the data `
+    + "looked like noise)";
+  const all = refits(batches);
+  const kept = all.filter((r) => r.kept && r.at <= hp.fitted_at);
+  const keptAt = kept.length ? kept[kept.length - 1].at : hp.fitted_at;
+  return `at ${hp.fitted_at} observations` + (keptAt === hp.fitted_at ? ""
+    : `, not kept (no better by BIC); variances and \u03bb from the fit at ${keptAt}`);
 }
 
 // Strategies without a kernel: uniform random search has no model, GO-UCB a neural network
@@ -317,7 +365,7 @@ const hasKernel = (study) => !NO_KERNEL.includes(study.strategy);
 
 // The current batch's hyper-parameters (GET /v1/studies/{id} .hyperparameters) as table rows;
 // numbers show 5 digits, their full value is in data-value and the tooltip.
-function showHyperparameters(study) {
+function showHyperparameters(study, batches) {
   document.getElementById("hyperparameters").closest(".config > div").hidden = !hasKernel(study);
   const hp = study.hyperparameters;
   const body = document.querySelector("#hyperparameters tbody");
@@ -335,24 +383,36 @@ function showHyperparameters(study) {
   hp.lengthscale.forEach((v, j) => rows.push(hp.lengthscale.length === 1
     ? ["lengthscale", "lengthscale", v]
     : [`lengthscale ${study.parameter_names[j] || "x" + j}`, "lengthscale-" + j, v]));
+  const root = Math.sqrt(2 * study.dim);  // sqrt(2d), the start on z-scored candidates
+  const below = hp.variance !== null ? "the last kept fit, lengthened, falls below it"
+    : hp.fitted_at ? "a fit (not kept) put it below" : "the candidates are too sparse for the "
+      + "longer start";
   const sources = gssbo ? {
     start: "GSSBO's default values (fewer than 3 observations)",
     fit: "GSSBO's fit at this batch"} : {
+    fixed: "the configuration (hyperparameters: fixed)",
     start: "the start: the RMS distance between candidates (no fit kept yet)",
-    floor: "the neighbour floor, the shortest that links nearest candidates: the fits put it "
-      + "below, or the candidates are too sparse for the longer start. A prior choice, not "
-      + "one the data made; if it stays there in 20 or more dimensions, fixed lengthscales "
-      + "between sqrt(2d)/3 and sqrt(2d) may do better (README, Kernel hyper-parameters)",
+    floor: `the neighbour floor, the shortest that links nearest candidates: ${below}. A `
+      + "prior choice, not one the data made; if it stays there in 20 or more dimensions, fixed "
+      + `lengthscales between sqrt(2d)/3 and sqrt(2d) (${fmt(root / 3)} to ${fmt(root)}) may `
+      + "do better (README, Kernel hyper-parameters)",
     fit: "the last kept fit, lengthened" + (hp.smoothing ? ` ${fmt(hp.smoothing)}x` : "")
-      + " (by the default factor or, where that is below the neighbour floor, to the "
-      + "smoothest lengthscale its likelihood does not reject)"};
+      + (!hp.smoothing || hp.smoothing === SMOOTHING ? " (the default factor)"
+        : ` (the smoothest lengthscale its likelihood does not reject: ${SMOOTHING}x, the `
+          + "default, would fall below the neighbour floor)")};
   if (sources[hp.source]) rows.push(["lengthscale from", "source", sources[hp.source]]);
   rows.push(["\u03bb (regulariser)", "lam", hp.lam],
             ["signal variance", "variance", hp.variance ?? "not fitted"],
             ["noise variance", "noise", hp.noise ?? "not fitted"],
-            ["last refit", "fitted_at", !hp.fitted_at ? "none yet (initial values)"
-              : `at ${hp.fitted_at} observations` + (hp.variance === null
-                ? " (not kept: the data looked like noise)" : "")]);
+            ["last refit", "fitted_at", lastRefit(hp, gssbo ? [] : batches)]);  // GSSBO: per batch
+  if (!gssbo && engine.hyperparameters === "auto") {  // README: Seeing and fixing it
+    const kernel = {name: (engine.kernel || {}).name || "rbf",
+                    lengthscale: hp.lengthscale.length === 1 ? hp.lengthscale[0] : hp.lengthscale};
+    const settings = JSON.stringify(  // spaced after commas, so that the cell wraps
+      {hyperparameters: "fixed", normalize: engine.normalize || "zscore", lam: hp.lam, kernel});
+    rows.push(["to freeze it", "freeze",
+               "a new study's engine settings: " + settings.replaceAll(",", ", ")]);
+  }
   for (const [label, key, value] of rows) {
     const row = body.insertRow();
     row.dataset.key = key;
@@ -719,10 +779,14 @@ function studyPage(id) {
     const kernel = b.filter((r) => r.hyperparameters);
     document.getElementById("figure-lengthscale").hidden = !hasKernel(study) ||
       (!kernel.length && study.hyperparameters === null);
+    showHyperparameters(study, kernel);  // the refits need the batches
     const series = lengthscaleSeries(kernel, study.parameter_names);
+    const q = kernel.reduce((m, r) => Math.max(m, r.hyperparameters.lengthscale.length), 1);
     document.getElementById("lengthscale-caption").textContent = "kernel lengthscale per batch" +
-      (series.length > 1 ? " (one line per dimension)"
-        : series[0].name !== "lengthscale" ? ` (${series[0].name} dimensions)` : "");
+      (q > series.length ? ` (the ${series.length - 1} shortest of ${q} dimensions, and the `
+        + "geometric mean of the others; short: the values vary fast along it)"
+        : series.length > 1 ? " (one line per dimension; short: the values vary fast along it)"
+        : "");
     plot(document.getElementById("plot-lengthscale"),  // steps: a batch keeps its lengthscale
          {x: kernel.map((r) => r.index), series, kind: "steps", xLabel: "batch",
           yLabel: "lengthscale", yMin: 0,
@@ -749,7 +813,7 @@ function studyPage(id) {
         `${c.failed + c.abandoned} failed`,
       `${study.n_batches} batches, dictionary ${study.dictionary_size}`].join(" \u00b7 ");
     showBest(study);
-    showHyperparameters(study);
+    showHyperparameters(study, b.filter((r) => r.hyperparameters));
     document.getElementById("config").textContent = JSON.stringify(
       {name: study.name, n_candidates: study.n_candidates, dim: study.dim,
        parameter_names: study.parameter_names, created_at: study.created_at, ...study.spec},
