@@ -230,6 +230,14 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
     assert page.text_content("#hyperparameters [data-key=fitted_at] td") == _last_refit(
         current, batches)
     assert "automatically" in page.text_content("#hyperparameters [data-key=mode] td")
+    lam_from = page.text_content("#hyperparameters [data-key=lam-source] td")
+    if current["source"] == "floor":
+        assert lam_from.startswith("the configured 0.5")
+    else:  # lam = noise / variance of the fit, clamped to [0.1, 1] x the configured 0.5
+        assert lam_from.startswith("the kept fit's noise / signal variance")
+        clamped = current["noise"] / current["variance"] < 0.05
+        assert clamped == lam_from.endswith("raised to 0.1x the configured 0.5")
+        assert clamped == (current["lam"] == 0.05)
     # the engine settings that freeze the kernel, which a new study runs on as shown
     freeze = page.text_content("#hyperparameters [data-key=freeze] td")
     settings = json.loads(freeze.split(": ", 1)[1])

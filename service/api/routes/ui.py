@@ -116,6 +116,15 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
     <svg id="plot-lengthscale" viewBox="0 0 480 240"></svg></figure>
 </section>
 <section>
+  <h2>Configuration</h2>
+  <div class="config">
+    <div><h3>Kernel hyper-parameters (current batch)</h3>
+      <table id="hyperparameters" class="data" hidden><tbody></tbody></table>
+      <p id="hyperparameters-none" class="muted">none yet</p></div>
+    <pre id="config"></pre>
+  </div>
+</section>
+<section>
   <h2>Failed trials <span id="failed-count" class="muted"></span></h2>
   <table id="failed" class="data">
     <thead><tr><th class="num">t</th><th>status</th><th class="num">attempts</th><th>worker</th>
@@ -146,15 +155,6 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
       <th>completed</th><th>error</th></tr></thead>
     <tbody></tbody>
   </table>
-</section>
-<section>
-  <h2>Configuration</h2>
-  <div class="config">
-    <div><h3>Kernel hyper-parameters (current batch)</h3>
-      <table id="hyperparameters" class="data" hidden><tbody></tbody></table>
-      <p id="hyperparameters-none" class="muted">none yet</p></div>
-    <pre id="config"></pre>
-  </div>
 </section>
 """
 

@@ -306,7 +306,9 @@ function runningBest(values, maximize) {
 // ---------------------------------------------------------------- kernel hyper-parameters
 
 const MAX_LENGTHSCALE_SERIES = 8;
-const SMOOTHING = 1.25;  // service/engine/hyperparameters.py's (a test checks they agree)
+// service/engine/hyperparameters.py's SMOOTHING and LAM_FLOOR (a test checks they agree)
+const SMOOTHING = 1.25;
+const LAM_FLOOR = 0.1;
 
 // The lengthscales of batches (each with hyper-parameters) as plot series: one (isotropic), or
 // one per dimension for ARD with up to MAX_LENGTHSCALE_SERIES dimensions; with more, the
@@ -342,6 +344,18 @@ function refits(batches) {
     previous = hp;
   }
   return out;
+}
+
+// Where an automatic kernel's lambda comes from (hyperparameters.fitted_lam).
+function lamSource(hp, configured) {
+  if (hp.variance === null) return `the configured ${configured} (no fit kept yet)`;
+  if (hp.source === "floor") {
+    return `the configured ${configured}: a fit as short as the floor interpolates anything`;
+  }
+  const ratio = hp.noise / hp.variance;
+  return `the kept fit's noise / signal variance, ${fmt(ratio)}` + (
+    ratio < LAM_FLOOR * configured ? `, raised to ${LAM_FLOOR}x the configured ${configured}`
+      : ratio > configured ? `, lowered to the configured ${configured}` : "");
 }
 
 // The "last refit" row: when, and whether it was kept (a later refit that BIC does not keep
@@ -401,7 +415,11 @@ function showHyperparameters(study, batches) {
         : ` (the smoothest lengthscale its likelihood does not reject: ${SMOOTHING}x, the `
           + "default, would fall below the neighbour floor)")};
   if (sources[hp.source]) rows.push(["lengthscale from", "source", sources[hp.source]]);
-  rows.push(["\u03bb (regulariser)", "lam", hp.lam],
+  rows.push(["\u03bb (regulariser)", "lam", hp.lam]);
+  if (!gssbo && engine.hyperparameters === "auto") {
+    rows.push(["\u03bb from", "lam-source", lamSource(hp, engine.lam)]);
+  }
+  rows.push(
             ["signal variance", "variance", hp.variance ?? "not fitted"],
             ["noise variance", "noise", hp.noise ?? "not fitted"],
             ["last refit", "fitted_at", lastRefit(hp, gssbo ? [] : batches)]);  // GSSBO: per batch
