@@ -223,6 +223,15 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
     series = page.eval_on_selector_all(
         "#plot-lengthscale path.series", f"ps => ps.map(p => [p.dataset.name, ({POINTS})(p)])")
     assert series == [[name, len(batches)] for name in names]  # ARD: one line per dimension
+    runs: list[list] = []  # [source, first batch, last batch]
+    for batch in batches:
+        if runs and runs[-1][0] == batch["hyperparameters"]["source"]:
+            runs[-1][2] = batch["index"]
+        else:
+            runs.append([batch["hyperparameters"]["source"], batch["index"], batch["index"]])
+    assert page.text_content("#lengthscale-sources") == "lengthscale from: " + ", ".join(
+        f"{source} (batch {a})" if a == b else f"{source} (batches {a}-{b})"
+        for source, a, b in runs)
     expected = {f"lengthscale-{j}": v for j, v in enumerate(current["lengthscale"])} | {
         k: current[k] for k in ("lam", "variance", "noise")}
     shown = _hyperparameters(page)

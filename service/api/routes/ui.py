@@ -113,7 +113,8 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
   <figure id="figure-lengthscale" hidden>
     <figcaption><span id="lengthscale-caption">kernel lengthscale per batch</span>
     {log_lengthscale}</figcaption>
-    <svg id="plot-lengthscale" viewBox="0 0 480 240"></svg></figure>
+    <svg id="plot-lengthscale" viewBox="0 0 480 240"></svg>
+    <p id="lengthscale-sources" class="muted small"></p></figure>
 </section>
 <section>
   <h2>Configuration</h2>

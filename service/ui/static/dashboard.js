@@ -331,6 +331,20 @@ function lengthscaleSeries(batches, names) {
           {y: ells.map(mean), name: `geometric mean of the other ${rest.length}`}];
 }
 
+// Where the batches' lengthscales came from, as runs of equal sources ("start (batches 0-2),
+// fit (3-9), floor (10)"): the plot's steps do not say, and a floor after a fit looks like
+// a fit that changed its mind.
+function sourceRuns(batches) {
+  const runs = [];
+  for (const {index, hyperparameters: hp} of batches) {
+    const source = hp.source ?? "unrecorded", last = runs[runs.length - 1];
+    if (last && last.source === source) last.to = index;
+    else runs.push({source, from: index, to: index});
+  }
+  return runs.map(({source, from, to}) => `${source} (${from === to ? `batch ${from}`
+    : `batches ${from}-${to}`})`).join(", ");
+}
+
 // The refits the batches record, in order: each fitted_at > 0 once, kept if the fitted signal
 // and noise variances (the last kept fit's) changed with it.
 function refits(batches) {
@@ -805,6 +819,8 @@ function studyPage(id) {
         + "geometric mean of the others; short: the values vary fast along it)"
         : series.length > 1 ? " (one line per dimension; short: the values vary fast along it)"
         : "");
+    document.getElementById("lengthscale-sources").textContent = kernel.length
+      ? "lengthscale from: " + sourceRuns(kernel) : "";
     plot(document.getElementById("plot-lengthscale"),  // steps: a batch keeps its lengthscale
          {x: kernel.map((r) => r.index), series, kind: "steps", xLabel: "batch",
           yLabel: "lengthscale", yMin: 0,
