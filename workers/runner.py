@@ -88,6 +88,7 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     if parent is not None:
         _watch_parent(parent)
     logging.getLogger("rq.worker").addFilter(_one_line_redis_errors)
+    _stops_survive_logging()
     _check_modules()
     connection = _redis(redis_url)
     _check_api()
@@ -126,6 +127,38 @@ def _one_line_redis_errors(record: logging.LogRecord) -> bool:
         said = f"{type(error).__name__}: {error}".replace("%", "%%")  # msg is %-formatted
         record.msg, record.exc_info, record.exc_text = f"{record.msg} ({said})", None, None
     return True
+
+
+def _stops_survive_logging() -> None:
+    """RQ stops an idle worker by raising StopRequested from its SIGTERM handler, wherever the
+    main thread is. Inside a log handler's emit (RQ's line on a failed Redis reconnection, which
+    the sender of the SIGTERM may have just read), logging caught it (``handleError``) and the
+    worker went on retrying Redis: the SIGTERM was lost (a CI run under load). The handlers
+    RQ's records reach (its own, set up here as its ``work()`` would, or those of the
+    loggers above) re-raise it instead."""
+    from rq.exceptions import StopRequested
+    from rq.logutils import setup_loghandlers
+
+    def reraise_stops(handler: logging.Handler) -> None:
+        report = handler.handleError
+        if getattr(report, "reraises_stops", False):
+            return
+
+        def handle_error(record: logging.LogRecord) -> None:
+            if isinstance(sys.exc_info()[1], StopRequested):
+                raise  # the StopRequested being handled
+            report(record)
+
+        handle_error.reraises_stops = True  # type: ignore[attr-defined]
+        handler.handleError = handle_error  # type: ignore[method-assign]
+
+    for name in ("rq.worker", "rq.job"):
+        setup_loghandlers("WARNING", name=name)
+        logger: logging.Logger | None = logging.getLogger(name)
+        while logger is not None:
+            for handler in logger.handlers:
+                reraise_stops(handler)
+            logger = logger.parent if logger.propagate else None
 
 
 def _discard(worker: Any) -> None:

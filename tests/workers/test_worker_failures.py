@@ -8,6 +8,7 @@ key and an unreachable API: each ends with a clear outcome instead of a silent l
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -111,8 +112,9 @@ def _exit(process: subprocess.Popen[str], timeout: float = 30) -> tuple[int, str
         for child in psutil.Process(process.pid).children(recursive=True):
             child.kill()
         process.kill()
-        process.communicate()
-        raise AssertionError("the worker kept running") from None
+        out, err = process.communicate()
+        raise AssertionError("the worker kept running; its output ends:\n"
+                             + ((out or "") + (err or ""))[-3000:]) from None
     return process.returncode, (out or "") + err
 
 
@@ -305,6 +307,58 @@ def test_a_stop_while_redis_is_down_is_quiet(system):
     worker.send_signal(signal.SIGTERM)
     code, err = _exit(worker)
     assert code == 0 and "Traceback" not in err, err
+
+
+class _FailingStream:
+    """A log stream whose writes raise ``error``: a signal handler's exception raised while a
+    handler writes, at a chosen moment."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def write(self, text: str) -> None:
+        raise self.error
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_stop_raised_while_rq_logs_is_not_swallowed(capfd):
+    """The likely loss of test_a_stop_while_redis_is_down_is_quiet's SIGTERM (once, in CI under
+    load): RQ's StopRequested raised inside a log handler's emit, which logging catches and
+    reports. The handlers RQ's records reach re-raise it, RQ's own (a worker process without
+    logging set up) or a root handler's; other errors in a handler stay logging's."""
+    from rq.exceptions import StopRequested
+
+    loggers = [logging.getLogger(name) for name in ("", "rq.worker", "rq.job")]
+    saved = [(logger.handlers[:], logger.propagate, logger.level) for logger in loggers]
+    root, worker = loggers[0], loggers[1]
+    try:
+        for logger in loggers:  # as in a worker process (pytest's capture left aside)
+            logger.handlers.clear()
+        runner._stops_survive_logging()
+        assert worker.handlers  # RQ's
+        for handler in worker.handlers:
+            handler.setStream(_FailingStream(StopRequested()))
+        with pytest.raises(StopRequested):
+            worker.error("could not connect to Redis instance; retrying in 1 seconds...")
+        for handler in worker.handlers:
+            handler.setStream(_FailingStream(ValueError("a broken stream")))
+        worker.error("could not connect to Redis instance; retrying in 2 seconds...")
+        assert "a broken stream" in capfd.readouterr().err  # logging's own report
+
+        for logger in loggers[1:]:  # logging set up at the root: RQ adds no handler
+            logger.handlers.clear()
+            logger.propagate = True
+        root.addHandler(logging.StreamHandler(_FailingStream(StopRequested())))
+        runner._stops_survive_logging()
+        assert not worker.handlers
+        with pytest.raises(StopRequested):
+            worker.error("could not connect to Redis instance; retrying in 4 seconds...")
+    finally:
+        for logger, (handlers, propagate, level) in zip(loggers, saved, strict=True):
+            logger.handlers[:] = handlers
+            logger.propagate, logger.level = propagate, level
 
 
 def test_a_ctrl_c_while_a_worker_process_starts_is_not_a_keyboard_interrupt(capfd):
