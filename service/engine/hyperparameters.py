@@ -264,14 +264,13 @@ def neighbour_lengthscale(X: np.ndarray, correlation: float, kernel: str = "rbf"
     """
     idx = np.unique(np.linspace(0, len(X) - 1, min(rows, len(X))).astype(np.int64))
     S, nearest = X[idx], np.full(len(idx), np.inf)
+    S_norms = np.einsum("ij,ij->i", S, S)[:, None]
     for lo in range(0, len(X), block):
         B = X[lo:lo + block]
         d2 = squared_distances(S, B)
-        own = np.flatnonzero((idx >= lo) & (idx < lo + len(B)))
-        d2[own, idx[own] - lo] = np.inf  # not the row itself
-        # copies: the expansion leaves rounding, not 0, so compare the rows that come close
-        i, j = np.nonzero(d2 <= _COPY_DISTANCE * (np.einsum("ij,ij->i", S, S)[:, None]
-                                                  + np.einsum("ij,ij->i", B, B)[None, :]))
+        # neither the row itself nor its copies: the expansion leaves rounding, not 0, so the
+        # rows that come close are compared
+        i, j = np.nonzero(d2 <= _COPY_DISTANCE * (S_norms + np.einsum("ij,ij->i", B, B)))
         copies = ~np.any(S[i] != B[j], axis=1)
         d2[i[copies], j[copies]] = np.inf
         nearest = np.minimum(nearest, d2.min(axis=1))
