@@ -403,6 +403,7 @@ function showHyperparameters(study, batches) {
   if (hp === null) return;
   const engine = study.spec.engine || {};
   const gssbo = study.strategy === "gssbo";
+  const automatic = !gssbo && engine.hyperparameters === "auto";  // the engine's own fits
   const scaled = engine.normalize && engine.normalize !== "none";
   const rows = [["chosen", "mode", gssbo ? "by GSSBO: a Matern-5/2 fit on its buffer at each batch"
     : engine.hyperparameters === "auto" ? "automatically (marginal likelihood)" : "fixed"],
@@ -430,14 +431,12 @@ function showHyperparameters(study, batches) {
           + "default, would fall below the neighbour floor)")};
   if (sources[hp.source]) rows.push(["lengthscale from", "source", sources[hp.source]]);
   rows.push(["\u03bb (regulariser)", "lam", hp.lam]);
-  if (!gssbo && engine.hyperparameters === "auto") {
-    rows.push(["\u03bb from", "lam-source", lamSource(hp, engine.lam)]);
-  }
+  if (automatic) rows.push(["\u03bb from", "lam-source", lamSource(hp, engine.lam)]);
   rows.push(
             ["signal variance", "variance", hp.variance ?? "not fitted"],
             ["noise variance", "noise", hp.noise ?? "not fitted"],
             ["last refit", "fitted_at", lastRefit(hp, gssbo ? [] : batches)]);  // GSSBO: per batch
-  if (!gssbo && engine.hyperparameters === "auto") {  // README: Seeing and fixing it
+  if (automatic) {  // README: Seeing and fixing it
     const kernel = {name: (engine.kernel || {}).name || "rbf",
                     lengthscale: hp.lengthscale.length === 1 ? hp.lengthscale[0] : hp.lengthscale};
     const settings = JSON.stringify(  // spaced after commas, so that the cell wraps
