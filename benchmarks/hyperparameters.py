@@ -519,14 +519,9 @@ from tqdm import tqdm
 
 import service.engine.strategy as strategy_module
 from service.engine import Strategy
-from service.engine.hyperparameters import (
-    Hyperparameters,
-    Prior,
-    bic_penalty,
-    fit,
-    rms_distance,
-)
+from service.engine.hyperparameters import Hyperparameters, Prior, bic_penalty, fit
 from service.engine.normalize import choose_scaling
+from service.engine.spacing import rms_distance
 from service.problems import Problem, dataset_problem
 from service.problems.functions import function_problem, get_function
 

@@ -25,7 +25,7 @@ GSSBO_SELECTIONS: tuple[str, ...] = ("gradient", "column", "scalar", "random")
 STOPPING_RULES: tuple[str, ...] = ("global", "local", "combined")
 MODES: tuple[str, ...] = ("sync", "async")
 #: "auto": lengthscale from the candidates, then refit by marginal likelihood at batch openings
-#: (hyperparameters.py); "fixed": the kernel as given.
+#: (autokernel.py, hyperparameters.py); "fixed": the kernel as given.
 HYPERPARAMETERS: tuple[str, ...] = ("auto", "fixed")
 #: How the kernel strategies see the values (Strategy._value_scaling): "unit" maps the values
 #: observed so far into [0, 1] at each batch opening if they are not in it; "none" takes them

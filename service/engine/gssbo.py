@@ -18,7 +18,7 @@ Fits (shared by GSSBO and GP-UCB-ML, i.e. M = None): a full fit (the prior centr
 other steps one L-BFGS-B run from the anchor's values on the step's own data. The anchor is a
 pure function of that prefix (its generator is seeded by it), so a rebuilt strategy recomputes
 it and replays exactly; the live model keeps the last one. Each evaluation is one Cholesky with
-Sigma^-1 by ``potri`` (:func:`hyperparameters.exact_log_likelihood`, the distances computed once
+Sigma^-1 by ``potri`` (:func:`likelihoods.exact_log_likelihood`, the distances computed once
 per fit), and L-BFGS-B stops at a relative change of ``hyperparameters.FIT_FTOL``. The posterior
 is built in one blocked factorisation (:meth:`GSSPosterior._factor_observed`). Before (a full
 :func:`hyperparameters.fit` per step: three starts, O(n^3) ``cho_solve(L, I)``, a profile
@@ -53,21 +53,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 
+from .autokernel import KernelState
 from .errors import NumericalError
 from .exact import ExactPosterior
-from .hyperparameters import (
-    Hyperparameters,
-    KernelState,
-    Prior,
-    exact_log_likelihood,
-    map_objective,
-    median_distance,
-    minimize_from,
-    squared_distances,
-    standardised,
-)
+from .hyperparameters import Hyperparameters, Prior, map_objective, minimize_from, standardised
 from .kernels import Matern52
+from .likelihoods import exact_log_likelihood, squared_distances
 from .normalize import choose_scaling
+from .spacing import median_distance
 
 
 # ------------------------------------------------------------------ gradients (paper Sec. 4.1)

@@ -25,30 +25,24 @@ from typing import Any
 
 import numpy as np
 
-from .config import LITERATURE_STRATEGIES, EngineConfig
-from .dictionary import resparsify, uncertainty_sampling, warm_start_dictionary
-from .errors import CandidateError, SelectionError
-from .exact import ExactPosterior
-from .goucb import GOUCBModel, check_network
-from .gssbo import GSSBOModel, GSSPosterior, ucb_beta
-from .hyperparameters import (
+from .autokernel import (
     ARD_MARGIN,
     FLOOR_START_RATIO,
     NEIGHBOUR_CORRELATION,
     REFIT_MIN_ARMS,
     REFIT_TRUST,
     SMOOTHING,
-    Hyperparameters,
     KernelState,
-    Prior,
-    fit,
     fitted_lam,
-    neighbour_lengthscale,
     refit_due,
-    rms_distance,
-    smoothest_factor,
-    subsample,
 )
+from .config import LITERATURE_STRATEGIES, EngineConfig
+from .dictionary import resparsify, uncertainty_sampling, warm_start_dictionary
+from .errors import CandidateError, SelectionError
+from .exact import ExactPosterior
+from .goucb import GOUCBModel, check_network
+from .gssbo import GSSBOModel, GSSPosterior, ucb_beta
+from .hyperparameters import Hyperparameters, Prior, fit, smoothest_factor, subsample
 from .kernels import PARAMETER_RANGE, Kernel, check_lengthscales, make_kernel
 from .normalize import choose_scaling
 from .nystrom import NystromPosterior
@@ -63,6 +57,7 @@ from .rules import (
     UntilRepeatRule,
 )
 from .selectors import Design, EpsilonGreedy, LazyUCB, Selector, Thompson, Uniform
+from .spacing import neighbour_lengthscale, rms_distance
 
 STREAM_SELECT, STREAM_DICTIONARY, STREAM_DESIGN, STREAM_HYPER = 0, 1, 2, 3
 #: Largest |x| of a candidate coordinate or an observed value: beyond it the squares and sums

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from service.engine import Strategy
+from service.engine import EngineConfig, Strategy
 from service.engine.kernels import Kernel
 
 
@@ -43,3 +43,15 @@ def smooth_problem(n: int = 400, d: int = 2, seed: int = 0) -> tuple[np.ndarray,
     centre = np.full(d, 0.7)
     f = np.exp(-np.sum((X - centre) ** 2, axis=1) / 0.1)
     return X, f
+
+
+def noisy_data(n: int = 50, d: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """n uniform points in [0, 1]^d and a smooth function of them plus N(0, 0.1^2) noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    return X, np.sin(3.0 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.standard_normal(n)
+
+
+def auto_config(**overrides: object) -> EngineConfig:
+    """An engine config with the automatic kernel (lam 0.5, seed 5, sync) and ``overrides``."""
+    return EngineConfig(**({"lam": 0.5, "seed": 5, "mode": "sync"} | overrides))

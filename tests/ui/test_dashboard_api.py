@@ -212,9 +212,9 @@ def test_a_study_page_path_that_is_no_study_id_answers_a_page_saying_so(path, tm
 def test_the_dashboard_knows_the_engines_smoothing_and_lambda_floor():
     """The page tells a kept fit lengthened by the default factor from one raised to the
     floor, and a fitted lambda from a clamped one, with its own copies of the constants."""
-    from service.engine import hyperparameters
+    from service.engine import autokernel
 
     script = (Path(__file__).parents[2] / "service" / "ui" / "static" / "dashboard.js").read_text()
     for name in ("SMOOTHING", "LAM_FLOOR"):
         (value,) = re.findall(rf"^const {name} = ([0-9.]+);", script, flags=re.MULTILINE)
-        assert float(value) == getattr(hyperparameters, name)
+        assert float(value) == getattr(autokernel, name)

@@ -306,7 +306,7 @@ function runningBest(values, maximize) {
 // ---------------------------------------------------------------- kernel hyper-parameters
 
 const MAX_LENGTHSCALE_SERIES = 8;
-// service/engine/hyperparameters.py's SMOOTHING and LAM_FLOOR (a test checks they agree)
+// service/engine/autokernel.py's SMOOTHING and LAM_FLOOR (a test checks they agree)
 const SMOOTHING = 1.25;
 const LAM_FLOOR = 0.1;
 
@@ -360,7 +360,7 @@ function refits(batches) {
   return out;
 }
 
-// Where an automatic kernel's lambda comes from (hyperparameters.fitted_lam).
+// Where an automatic kernel's lambda comes from (autokernel.fitted_lam).
 function lamSource(hp, configured) {
   if (hp.variance === null) return `the configured ${configured} (no fit kept yet)`;
   if (hp.source === "floor") {

@@ -1,0 +1,173 @@
+"""The automatic kernel's rules: when a study refits (:func:`refit_due`), what a fit becomes
+(the constants below, :func:`fitted_lam`) and the state each batch runs on (:class:`KernelState`,
+persisted with the batch)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .errors import ConfigError
+from .hyperparameters import Hyperparameters
+
+#: Refit schedule: at a batch opening once at least this many observations are folded in and
+#: their number has grown by REFIT_GROWTH since the last fit (about log(T / 10) / log 1.5 fits).
+REFIT_MIN_OBSERVATIONS = 10
+REFIT_GROWTH = 1.5
+#: ... and at least this many distinct arms observed (the fit uses one mean value per arm).
+REFIT_MIN_ARMS = 20
+
+
+def refit_due(fitted_at: int, n_observed: int) -> bool:
+    """Whether a batch opening with ``n_observed`` observations refits (last fit at fitted_at)."""
+    return n_observed >= max(REFIT_MIN_OBSERVATIONS, REFIT_GROWTH * fitted_at)
+
+
+#: A fitted regulariser is at least this fraction of the configured lam: early fits on a few
+#: dozen arms put the noise at 1/100 of its later value (Cadata: lam 0.002 at 35-120 arms, 0.02-0.05
+#: from 300 on) and the strategy then explored far too widely.
+LAM_FLOOR = 0.1
+
+
+#: UCB runs on the kept fit's lengthscales times this factor (the next fit starts from the fit's
+#: own values). The MAP from UCB's arms (a few dozen, clustered near the maxima) is shorter than
+#: the bandwidth with the least regret (Cadata 2-3 against 4, Levy 1-1.5 against 2-2.5, Branin
+#: 0.8-1.1 against 1-2): 1.25 cut the mean regret by 8-22% on four of the issue's problems; 1.5
+#: trapped Hartmann-6 at its local maximum more often (benchmarks/hyperparameters.py).
+SMOOTHING = 1.25
+
+
+#: A kept isotropic fit runs the kernel on at least :func:`neighbour_lengthscale` at this
+#: correlation, with the configured lam: below it the median candidate tells UCB little about its
+#: nearest neighbour, UCB is a bandit of independent arms, and the fit's noise is that of a
+#: kernel that interpolates any values (at LAM_FLOOR, UCB proposed a new arm at almost every
+#: step). Before any kept fit, an isotropic fit below it that BIC does not keep moves the kernel
+#: from the start to it (Strategy._refit): in 20 d the fits stay insignificant for 120-190
+#: observations while UCB on the start proposes new arms as if uniform. It binds only where
+#: candidates are sparse: in 20 dimensions (2000 candidates: 4.1, where the fits give 1.6-2.8),
+#: not on the issue's problems (Cadata 0.34, Hartmann-6 1.0 against kernels of 1-4). Against 0.5
+#: it cut the 20-d regret by up to 3.6x and cost branin10's one lengthscale 17%
+#: (benchmarks/hyperparameters.py).
+NEIGHBOUR_CORRELATION = 0.7
+
+
+#: The automatic kernel starts on the neighbour floor instead of the RMS distance when
+#: the floor exceeds this fraction of it: where the candidates are so sparse that a candidate's
+#: nearest neighbour is nearly as far as any other (2000 candidates: floor / RMS 0.65 in 20 d,
+#: 0.83 in 52 and 100 d; 0.43 on branin10, 0.29 on Hartmann-6, under 0.2 on the issue's other
+#: problems). There every fit on the first 20 arms lies below the floor and moved the kernel to
+#: it anyway, after 20 arms of UCB on the far smoother start (Rastrigin-20: regret 0.54 -> 0.20;
+#: benchmarks/hyperparameters.py). ARD as well: its first fits are isotropic (BIC on 20 arms).
+FLOOR_START_RATIO = 0.5
+
+
+#: After the first kept fit, a refit keeps each lengthscale within this factor of the last kept
+#: fit's (lengthscales the data move further get there a factor REFIT_TRUST per refit). Late
+#: fits see UCB's arms clustered near a maximum, nearly flat and noisy: on Levy-20 (seed 0) one
+#: at 936 observations jumped from 1.6 to 13 and the regret ratio went from 0.33 to 0.83. The
+#: first fit is free: held within 2x of the start, Hartmann-6 (MAP ~0.94, start 3.46) tripled
+#: its regret (benchmarks/hyperparameters.py).
+REFIT_TRUST = 2.0
+
+
+#: ``ard: "auto"`` (the default) keeps one lengthscale per dimension only where their evidence
+#: beats the single lengthscale's by this many times BIC's price of the d - 1 extra
+#: parameters: inputs the values ignore, where one lengthscale cannot be long in those and short
+#: in the others. On 60 uniform arms of branin10 (Branin plus 8 uniform columns) the gain is
+#: 100 nats against a price of 18, on Cadata, Hartmann-6 and Levy-4 (200 arms) 1.2-2.8 times
+#: the price; BIC alone (``ard: true``) chose ARD on Cadata's real inputs too (+30% regret),
+#: 4x halves branin10's regret and leaves the other problems within 2%
+#: (benchmarks/hyperparameters.py).
+ARD_MARGIN = 4.0
+
+
+def fitted_lam(fitted: Hyperparameters, configured: float) -> float:
+    """The regulariser of a fitted GP: lam = noise / signal variance (the kernel's variance is
+    1 in the engine), between LAM_FLOOR * configured and configured."""
+    return float(min(configured, max(LAM_FLOOR * configured, fitted.noise / fitted.variance)))
+
+
+#: Where a batch's lengthscales come from: the config's kernel ("fixed"), the RMS distance
+#: before any fit is kept ("start"), the neighbour floor, where a fit, kept or not, put a single
+#: lengthscale below it or the candidates are too sparse for the RMS start
+#: (:data:`FLOOR_START_RATIO`) ("floor"), or the kept fit's ("fit": SMOOTHING times its
+#: lengthscales, or, where that is below the floor, :func:`smoothest_factor` above it).
+SOURCES: tuple[str, ...] = ("fixed", "start", "floor", "fit")
+
+
+def _source(value: object) -> str | None:
+    if value is not None and value not in SOURCES:
+        raise ValueError(f"source must be one of {list(SOURCES)} or null, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def _positive(name: str, value: object) -> float:
+    number = float(value)  # type: ignore[arg-type]
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return number
+
+
+def _optional(name: str, value: object) -> float | None:
+    return None if value is None else _positive(name, value)
+
+
+@dataclass(frozen=True)
+class KernelState:
+    """The hyper-parameters one batch uses; persisted with the batch so a restore installs them.
+
+    ``lengthscale``: 1 value (isotropic) or d (ARD), in the engine's (normalised) units: the
+    RMS distance (:func:`rms_distance`) before a fit is kept (on sparse candidates the floor,
+    :data:`FLOOR_START_RATIO`), then ``smoothing`` times the kept fit's: SMOOTHING, or on
+    sparse candidates, where that is below :func:`neighbour_lengthscale`, the factor of
+    :func:`smoothest_factor` if it reaches the floor, else the floor (with smoothing
+    SMOOTHING: the next fit starts from the floor / SMOOTHING, as before the factor was stored);
+    ``lam``: the regulariser (auto: :func:`fitted_lam` of the last accepted fit, else the
+    configured one, also on the neighbour floor); ``variance`` and ``noise``: the last accepted
+    fit's signal and noise variance in the values' own units (the fit runs on the values as
+    the model sees them, ``normalize_values``, and its variances are multiplied back by the
+    scale squared; a later fit on another scale starts from them divided by its own; None
+    before a fit); ``fitted_at``: observations at the last fit (0 before it; a fit
+    that BIC does not prefer to white noise keeps the values); ``source``: where the
+    lengthscales come from (:data:`SOURCES`; None in states stored before it was recorded);
+    ``smoothing``: what the next refit divides the kernel's lengthscales by to start from
+    (:attr:`fitted_lengthscale`): on "fit" states the kernel's over the kept fit's, on the
+    floor after a kept fit SMOOTHING (the start floor / SMOOTHING, as before it was recorded);
+    None without a kept fit; SMOOTHING in states with a fit stored before it was recorded.
+    """
+
+    lengthscale: tuple[float, ...]
+    lam: float
+    variance: float | None = None
+    noise: float | None = None
+    fitted_at: int = 0
+    source: str | None = None
+    smoothing: float | None = None
+
+    @property
+    def fitted_lengthscale(self) -> tuple[float, ...]:
+        """The next refit's start: the kernel's lengthscales over ``smoothing`` (on "fit"
+        states the kept fit's own lengthscales)."""
+        factor = SMOOTHING if self.smoothing is None else self.smoothing
+        return tuple(v / factor for v in self.lengthscale)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"lengthscale": list(self.lengthscale), "lam": self.lam,
+                "variance": self.variance, "noise": self.noise, "fitted_at": self.fitted_at,
+                "source": self.source, "smoothing": self.smoothing}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> KernelState:
+        try:
+            lengthscale = tuple(_positive("lengthscale", v)  # none for a linear kernel
+                                for v in data["lengthscale"])  # type: ignore[union-attr]
+            return cls(lengthscale, _positive("lam", data["lam"]),
+                       _optional("variance", data.get("variance")),  # values: |v| <= 1e100
+                       _optional("noise", data.get("noise")),
+                       int(data.get("fitted_at", 0)),  # type: ignore[call-overload]
+                       _source(data.get("source")),
+                       _optional("smoothing", data.get(
+                           "smoothing", None if data.get("variance") is None else SMOOTHING)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"malformed stored hyper-parameters {data!r}: {exc}",
+                              field="hyperparameters") from exc
