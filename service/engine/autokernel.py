@@ -5,10 +5,11 @@ persisted with the batch)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from .errors import ConfigError
-from .hyperparameters import Hyperparameters
+from .hyperparameters import FitResult, Hyperparameters
 
 #: Refit schedule: at a batch opening once at least this many observations are folded in and
 #: their number has grown by REFIT_GROWTH since the last fit (about log(T / 10) / log 1.5 fits).
@@ -171,3 +172,38 @@ class KernelState:
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"malformed stored hyper-parameters {data!r}: {exc}",
                               field="hyperparameters") from exc
+
+
+def after_fit(current: KernelState, result: FitResult, *, n_observed: int, scale: float,
+              floor: float, lam: float,
+              smoothest: Callable[[Hyperparameters], float]) -> KernelState:
+    """The kernel a batch runs on after a refit on ``n_observed`` observations (README, steps
+    5-7): ``current`` where BIC does not keep ``result`` (:attr:`FitResult.significant`),
+    else SMOOTHING times its lengthscales with :func:`fitted_lam` of its variances.
+
+    ``result`` is fitted on the values as the model sees them, divided by ``scale``; ``floor``
+    is the isotropic kernel's :data:`NEIGHBOUR_CORRELATION` lengthscale (0 for ARD, which has
+    none), ``lam`` the configured regulariser and ``smoothest(fitted)`` the largest factor over
+    the fit's lengthscale its likelihood does not reject (:func:`smoothest_factor` on the fit's
+    data). An isotropic kernel below the floor runs on the smoothest lengthscale if that
+    reaches the floor, else on the floor with the configured lam (a fit that short interpolates
+    any values). Before any kept fit, an unkept isotropic fit below the floor moves the kernel
+    from a longer start down to the floor: noise on the candidates' spacing says the start is
+    far too smooth.
+    """
+    fitted = result.hyperparameters
+    variance, noise = fitted.variance * scale**2, fitted.noise * scale**2  # values' units
+    lengthscale = tuple(SMOOTHING * v for v in fitted.lengthscale)
+    below_floor = len(lengthscale) == 1 and lengthscale[0] < floor
+    if not result.significant:
+        if current.variance is None and below_floor and floor < current.lengthscale[0]:
+            return replace(current, lengthscale=(floor,), fitted_at=n_observed, source="floor")
+        return replace(current, fitted_at=n_observed)
+    if below_floor:
+        factor = smoothest(fitted)  # levy20-shifted, benchmarks/hyperparameters.py
+        if factor * fitted.lengthscale[0] >= floor:
+            return KernelState((factor * fitted.lengthscale[0],), fitted_lam(fitted, lam),
+                               variance, noise, n_observed, "fit", factor)
+        return KernelState((floor,), lam, variance, noise, n_observed, "floor", SMOOTHING)
+    return KernelState(lengthscale, fitted_lam(fitted, lam), variance, noise, n_observed, "fit",
+                       SMOOTHING)

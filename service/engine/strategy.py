@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,9 +31,8 @@ from .autokernel import (
     NEIGHBOUR_CORRELATION,
     REFIT_MIN_ARMS,
     REFIT_TRUST,
-    SMOOTHING,
     KernelState,
-    fitted_lam,
+    after_fit,
     refit_due,
 )
 from .config import LITERATURE_STRATEGIES, EngineConfig
@@ -639,22 +638,17 @@ class Strategy:
             "uniform", *LITERATURE_STRATEGIES)
 
     def _refit(self, b: int, start: int, dictionary: np.ndarray) -> KernelState:
-        """Batch b's hyper-parameters: refit by marginal likelihood when the schedule says so.
+        """Batch b's hyper-parameters: refit by marginal likelihood when the schedule says so
+        (:func:`refit_due`), and what the fit makes of the kernel (:func:`after_fit`).
 
-        Titsias' bound with the new dictionary (exact likelihood for GP-UCB / GP-BUCB), from
-        the last fit's values, on the mean value of each distinct observed arm: UCB pulls its
-        best arms many times, and with the replicates the noise would be pinned at the
-        observation noise and the lengthscale shrunk until the arms' means are interpolated;
-        one value per arm lets the noise term absorb what no smooth function explains.
-        The kernel runs on SMOOTHING times a kept fit's lengthscales; an isotropic one that
-        this puts below :meth:`_neighbour_lengthscale` runs on the smoothest lengthscale the
-        fit's likelihood allows (:func:`smoothest_factor`, with the fit's lam) if that reaches
-        the floor, else on the floor (with the configured lam). After the first kept fit, a
+        Titsias' bound with the new dictionary (exact likelihood for GP-UCB / GP-BUCB, and for
+        the others before a kept fit on few arms, EXACT_FIT_ARMS), from the last kept fit's
+        values, on the mean value of each distinct observed arm: UCB pulls its best arms many
+        times, and with the replicates the noise would be pinned at the observation noise and
+        the lengthscale shrunk until the arms' means are interpolated; one value per arm lets
+        the noise term absorb what no smooth function explains. After the first kept fit, a
         refit moves the lengthscales by at most a factor REFIT_TRUST from the last start
-        (:attr:`KernelState.fitted_lengthscale`); the lam stays the fit's noise / variance at
-        its own lengthscale.
-        Before it, an isotropic fit BIC does not keep but that puts the lengthscale below the
-        floor moves the kernel from the start down to the floor.
+        (:attr:`KernelState.fitted_lengthscale`).
         """
         cfg, current = self.config, self._hyper
         if not self._fits_kernel:
@@ -687,31 +681,12 @@ class Strategy:
                      ard=bool(cfg.ard), ard_margin=ARD_MARGIN if cfg.ard == "auto" else 1.0,
                      inducing=inducing, start=last, trust=None if last is None else REFIT_TRUST,
                      restarts=2 if last is None else 0)
-        fitted = result.hyperparameters
-        variance, noise = fitted.variance * scale**2, fitted.noise * scale**2  # values' units
-        lengthscale = tuple(SMOOTHING * v for v in fitted.lengthscale)
-        floor = self._neighbour_lengthscale() if len(lengthscale) == 1 else 0.0
-        below_floor = lengthscale[0] < floor  # isotropic only (ARD: floor 0)
-        if not result.significant:  # the values look like white noise: keep the kernel ...
-            if current.variance is None and below_floor and floor < current.lengthscale[0]:
-                # ... but before any kept fit, noise on the candidates' spacing says the start is
-                # far too smooth: go to the shortest lengthscale that still links neighbours
-                return replace(current, lengthscale=(floor,), fitted_at=n, source="floor")
-            return replace(current, fitted_at=n)
-        if below_floor:
-            # too short for the candidates' spacing: the smoothest lengthscale the data allow,
-            # if that reaches the floor (levy20-shifted, benchmarks/hyperparameters.py) ...
-            factor = smoothest_factor(points, values, fitted, prior=prior,
-                                      kernel=cfg.kernel.name, inducing=inducing)
-            smoothest = factor * fitted.lengthscale[0]
-            if smoothest >= floor:
-                return KernelState((smoothest,), fitted_lam(fitted, cfg.lam), variance, noise,
-                                   n, "fit", factor)
-            # ... else the floor, where the fit's noise is that of a kernel shorter than the
-            # spacing, which interpolates any values: the configured lam (NEIGHBOUR_CORRELATION)
-            return KernelState((floor,), cfg.lam, variance, noise, n, "floor", SMOOTHING)
-        return KernelState(lengthscale, fitted_lam(fitted, cfg.lam), variance, noise, n, "fit",
-                           SMOOTHING)
+        floor = self._neighbour_lengthscale() if len(result.hyperparameters.lengthscale) == 1 \
+            else 0.0
+        return after_fit(current, result, n_observed=n, scale=scale, floor=floor, lam=cfg.lam,
+                         smoothest=lambda fitted: smoothest_factor(
+                             points, values, fitted, prior=prior, kernel=cfg.kernel.name,
+                             inducing=inducing))
 
     def _neighbour_lengthscale(self) -> float:
         """The floor of an isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed

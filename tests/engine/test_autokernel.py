@@ -18,9 +18,10 @@ from service.engine.autokernel import (
     REFIT_TRUST,
     SMOOTHING,
     KernelState,
+    after_fit,
     fitted_lam,
 )
-from service.engine.hyperparameters import SMOOTHEST_FACTORS, Hyperparameters, fit
+from service.engine.hyperparameters import SMOOTHEST_FACTORS, FitResult, Hyperparameters, fit
 from service.engine.kernels import RBF
 from service.engine.normalize import choose_scaling
 from service.engine.records import OBSERVED
@@ -676,3 +677,48 @@ def test_refits_grow_rarer_as_the_data_grows():
     assert timed == moved and sum(timed) == len(fits)
     assert all(0 < b.refit_seconds < b.open_seconds for b in strategy.batches
                if np.isfinite(b.refit_seconds))
+
+
+def _result(lengthscale: float, significant: bool) -> FitResult:
+    """A fit of s2 2 and noise 0.2 on values divided by 10, kept by BIC or not."""
+    return FitResult(Hyperparameters((lengthscale,), 2.0, 0.2), 0.0, 100, 30,
+                     evidence=1e3 if significant else 0.0, gain=None if significant else 0.0)
+
+
+def test_after_fit_applies_the_rules_of_smoothing_floor_and_lambda():
+    """The README's steps 5-7 on their own, without an engine: what each kind of fit makes of
+    the kernel, with the variances back in the values' units (x scale^2) and lam from them."""
+    start = KernelState((6.0,), 0.5, source="start")
+    rules = {"n_observed": 40, "scale": 10.0, "floor": 3.0, "lam": 0.5}
+    asked: list[float] = []
+
+    def smoothest(fitted: Hyperparameters) -> float:
+        asked.append(fitted.lengthscale[0])
+        return 2.0
+
+    kept = after_fit(start, _result(4.0, True), smoothest=smoothest, **rules)
+    assert kept == KernelState((SMOOTHING * 4.0,), fitted_lam(Hyperparameters((4.0,), 2.0, 0.2),
+                                                             0.5), 200.0, 20.0, 40, "fit",
+                               SMOOTHING)
+    assert kept.lam == 0.1 and asked == []  # noise / s2 = 0.1, within [0.05, 0.5]
+    # 1.25 x 2.0 lies below the floor: the smoothest factor, 2 x 2.0 = 4.0, reaches it
+    raised = after_fit(start, _result(2.0, True), smoothest=smoothest, **rules)
+    assert (raised.lengthscale, raised.source, raised.smoothing, asked) == ((4.0,), "fit", 2.0,
+                                                                            [2.0])
+    # 1.25 x 1.0 and 2 x 1.0 both below it: the floor, with the configured lam
+    floored = after_fit(start, _result(1.0, True), smoothest=smoothest, **rules)
+    assert (floored.lengthscale, floored.lam, floored.source) == ((3.0,), 0.5, "floor")
+    assert floored.variance == 200.0 and floored.fitted_lengthscale == (3.0 / SMOOTHING,)
+    # not kept: before any kept fit, a fit below the floor moves the start down to it ...
+    moved = after_fit(start, _result(1.0, False), smoothest=smoothest, **rules)
+    assert moved == KernelState((3.0,), 0.5, fitted_at=40, source="floor")
+    # ... one above it, or any once a fit was kept, leaves the kernel as it was
+    assert after_fit(start, _result(4.0, False), smoothest=smoothest, **rules) == replace(
+        start, fitted_at=40)
+    assert after_fit(kept, _result(1.0, False), smoothest=smoothest, **rules) == replace(
+        kept, fitted_at=40)
+    # ARD (floor 0): SMOOTHING times every lengthscale, however short
+    ard = FitResult(Hyperparameters((0.1, 9.0), 2.0, 0.2), 0.0, 100, 30, evidence=1e3)
+    assert after_fit(start, ard, smoothest=smoothest, **(rules | {"floor": 0.0})).lengthscale \
+        == (SMOOTHING * 0.1, SMOOTHING * 9.0)
+    assert len(asked) == 2
