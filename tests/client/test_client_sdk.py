@@ -319,6 +319,39 @@ def test_import_observations_forms(study):
     assert best.kind == "imported" and best.value == 3.0 and best.candidate == 2
 
 
+def test_frozen_engine_gives_a_new_study_the_kernel_the_study_chose(bbkb, study):
+    """An automatic study's kernel, after a kept fit, frozen into a new study: every batch of
+    the new one runs on the same lengthscales and lam, as "fixed"; the kernel's other settings
+    (its variance) come along. A study without an automatic kernel says so."""
+    X = np.random.default_rng(1).random((150, 3))
+    f = np.exp(-((X[:, 0] - 0.6) ** 2) / 0.05) + 0.3 * X[:, 1]
+    engine = {"strategy": "bbkb", "mode": "sync", "seed": 2, "lam": 0.5, "ard": False,
+              "kernel": {"name": "matern52", "variance": 1.5}}
+    auto = bbkb.create_study("auto", candidates=X, engine=engine)
+    assert auto.import_observations({i: float(f[i]) for i in range(0, 90, 3)}) == 30
+    for _ in range(3):  # the first batch opens on 30 arms: a fit
+        suggestions = auto.ask(count=4)
+        for trial in suggestions.trials:
+            auto.tell(trial.id, float(f[trial.candidate]))
+    chosen = auto.info.hyperparameters
+    assert chosen["variance"] is not None  # a kept fit
+    frozen = auto.frozen_engine()
+    assert frozen == {"hyperparameters": "fixed", "normalize": "zscore", "lam": chosen["lam"],
+                      "kernel": {"name": "matern52", "variance": 1.5,
+                                 "lengthscale": chosen["lengthscale"][0]}}
+    copy = bbkb.create_study("frozen", candidates=X, engine=engine | frozen)
+    for _ in range(2):
+        for trial in copy.ask(count=3).trials:
+            copy.tell(trial.id, float(f[trial.candidate]))
+    assert {(tuple(b.hyperparameters["lengthscale"]), b.hyperparameters["lam"],
+             b.hyperparameters["source"]) for b in copy.batches()} == {
+        (tuple(chosen["lengthscale"]), chosen["lam"], "fixed")}
+    for unfrozen in (study, copy):  # a fixed kernel
+        with pytest.raises(InvalidArgument, match="no automatic kernel") as refused:
+            unfrozen.frozen_engine()
+        assert refused.value.field == "hyperparameters"
+
+
 def test_import_observations_refuses_what_it_cannot_read(study):
     """A DataFrame (which iterates over its column names), a number or a string raised a bare
     ValueError or TypeError from tuple unpacking, and a dict without "value" a KeyError."""

@@ -12,6 +12,7 @@ import httpx2
 import numpy as np
 import pytest
 
+from client import Client
 from service.auth import create_key
 from service.problems import dataset_problem
 from service.store.database import make_engine, session_factory, transaction
@@ -251,7 +252,10 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
     freeze = page.text_content("#hyperparameters [data-key=freeze] td")
     settings = json.loads(freeze.split(": ", 1)[1])
     assert settings == {"hyperparameters": "fixed", "normalize": "zscore", "lam": current["lam"],
-                        "kernel": {"name": "rbf", "lengthscale": current["lengthscale"]}}
+                        "kernel": {"name": "rbf", "variance": 1.0,
+                                   "lengthscale": current["lengthscale"]}}
+    with Client(server.url) as sdk:  # the SDK's copy of the row
+        assert sdk.study(sid).frozen_engine() == settings
     frozen = create_study(http, name="frozen", engine={  # ard true needs "auto"
         k: v for k, v in engine.items() if k != "ard"} | settings)["id"]
     run_trials(http, frozen, 2, value)

@@ -436,8 +436,8 @@ function showHyperparameters(study, batches) {
             ["signal variance", "variance", hp.variance ?? "not fitted"],
             ["noise variance", "noise", hp.noise ?? "not fitted"],
             ["last refit", "fitted_at", lastRefit(hp, gssbo ? [] : batches)]);  // GSSBO: per batch
-  if (automatic) {  // README: Seeing and fixing it
-    const kernel = {name: (engine.kernel || {}).name || "rbf",
+  if (automatic) {  // README: Seeing and fixing it; client.Study.frozen_engine gives the same
+    const kernel = {...(engine.kernel || {name: "rbf"}),  // its variance too
                     lengthscale: hp.lengthscale.length === 1 ? hp.lengthscale[0] : hp.lengthscale};
     const settings = JSON.stringify(  // spaced after commas, so that the cell wraps
       {hyperparameters: "fixed", normalize: engine.normalize || "zscore", lam: hp.lam, kernel});
