@@ -161,6 +161,7 @@ def test_the_build_context_holds_what_the_image_installs(tmp_path):
     assert versions and {f"migrations/versions/{v}" for v in versions} <= names
     assert {"migrations/script.py.mako", "service/problems/data/abalone.csv.gz",
             "service/problems/data/cadata.csv.gz", "service/ui/static/dashboard.js",
+            "service/ui/static/plots.js", "service/ui/static/kernel.js",
             "workers/job.py", "client/__init__.py"} <= names
     assert "bbkb = service.cli:main" in entry_points
 

@@ -209,12 +209,26 @@ def test_a_study_page_path_that_is_no_study_id_answers_a_page_saying_so(path, tm
         assert good.status_code == 200 and 'data-study-id="7"' in good.text
 
 
+def test_every_script_a_page_loads_is_served_in_order(tmp_path):
+    """The pages load plots.js, kernel.js and dashboard.js, in that order (one global scope:
+    the last starts the page), and each is served as JavaScript."""
+    with app_client(f"sqlite:///{tmp_path / 'bbkb.db'}", tmp_path) as http:
+        for page in ("/ui/", "/ui/studies/7", "/ui/studies/x"):
+            sources = re.findall(r'<script src="([^"]+)" defer></script>', http.get(page).text)
+            assert sources == [f"/ui/static/{n}" for n in ("plots.js", "kernel.js",
+                                                          "dashboard.js")]
+            for source in sources:
+                script = http.get(source)
+                assert script.status_code == 200, source
+                assert script.headers["content-type"].startswith("text/javascript")
+
+
 def test_the_dashboard_knows_the_engines_smoothing_and_lambda_floor():
     """The page tells a kept fit lengthened by the default factor from one raised to the
     floor, and a fitted lambda from a clamped one, with its own copies of the constants."""
     from service.engine import autokernel
 
-    script = (Path(__file__).parents[2] / "service" / "ui" / "static" / "dashboard.js").read_text()
+    script = (Path(__file__).parents[2] / "service" / "ui" / "static" / "kernel.js").read_text()
     for name in ("SMOOTHING", "LAM_FLOOR"):
         (value,) = re.findall(rf"^const {name} = ([0-9.]+);", script, flags=re.MULTILINE)
         assert float(value) == getattr(autokernel, name)

@@ -1,4 +1,4 @@
-"""The dashboard's pages under /ui: HTML shells plus one script that polls the JSON API.
+"""The dashboard's pages under /ui: HTML shells plus the scripts that poll the JSON API.
 
 The pages hold no study data: the browser fetches it from /v1 with the API key the user typed
 (kept in sessionStorage, sent as a Bearer header), so the HTML itself needs no authentication.
@@ -17,7 +17,9 @@ from ..deps import MAX_STUDY_ID
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
-ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
+#: The static files, by name; the scripts in the order the pages load them (one global scope).
+SCRIPTS = ("plots.js", "kernel.js", "dashboard.js")
+ASSETS = {**dict.fromkeys(SCRIPTS, "text/javascript"), "dashboard.css": "text/css"}
 
 LAYOUT = """<!doctype html>
 <html lang="en">
@@ -27,7 +29,7 @@ LAYOUT = """<!doctype html>
 <title>{title} - bbkb</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="/ui/static/dashboard.css">
-<script src="/ui/static/dashboard.js" defer></script>
+{scripts}
 </head>
 <body data-page="{page}"{attributes}>
 <header>
@@ -164,6 +166,9 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
 LOG_PLOTS = ("best", "regret", "values", "resparsify", "open", "refit", "lengthscale")
 
 
+_SCRIPT_TAGS = "\n".join(f'<script src="/ui/static/{name}" defer></script>' for name in SCRIPTS)
+
+
 def _log_switch(plot: str) -> str:
     return (f'<label class="log" title="logarithmic y axis"><input type="checkbox" '
             f'data-log="plot-{plot}"> log</label>')
@@ -172,7 +177,8 @@ def _log_switch(plot: str) -> str:
 def _page(title: str, page: str, body: str, status_code: int = 200, **data: str) -> HTMLResponse:
     attributes = "".join(f' data-{k.replace("_", "-")}="{escape(v)}"' for k, v in data.items())
     return HTMLResponse(LAYOUT.format(title=escape(title), page=page, attributes=attributes,
-                                      body=body), status_code=status_code)
+                                      scripts=_SCRIPT_TAGS, body=body),
+                        status_code=status_code)
 
 
 @router.get("")
