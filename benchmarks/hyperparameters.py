@@ -518,7 +518,7 @@ from literature import make_problem as literature_problem
 from tqdm import tqdm
 
 import service.engine.strategy as strategy_module
-from service.engine import Strategy
+from service.engine import Strategy, autokernel
 from service.engine.hyperparameters import Hyperparameters, Prior, bic_penalty, fit
 from service.engine.normalize import choose_scaling
 from service.engine.spacing import rms_distance
@@ -726,7 +726,7 @@ def main(argv: list[str] | None = None) -> None:
         print(plot_sweep(records, T, args.out / f"sweep_T{T}.png"))
         return
     if args.smoothing is not None:
-        strategy_module.SMOOTHING = args.smoothing
+        autokernel.SMOOTHING = args.smoothing  # after_fit's, read at each fit
     configs = configurations(args)
     mark = min(2000, args.T)
     rows, records = [], []
