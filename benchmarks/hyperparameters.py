@@ -135,6 +135,17 @@ Session 24, 30 seeds (``--T 2000 --seeds 30 --problems powell50-shifted --only a
 ls=8 0.429 (26 CPU s a run): +71%, paired 95% interval +1..+166%. On 21 seeds the fits take
 the kernel to 10.8-27.4 and auto averages 0.0455 against ls=16's 0.091 on the same seeds; on
 9 it stays on the floor (8.7) at 0.29-0.40.
+Session 26, T = 10^4, 10 seeds (``--T 10000 --seeds 10 --problems powell50-shifted --only auto
+ls=16 --lengthscales 16 --no-ard``): auto 0.0508 (median 0.0094), ls=16 0.0205 (median
+0.0183), +148% (-28..+437%); 6 seeds at 0.004-0.010 (ls=16 0.025 on them), 4 on the floor at
+0.10-0.14 (18 CPU s a run against 1.4). On a stuck seed (2) the first fits (exact, 20-242
+arms) have evidence 0-1.4 nats, and the sparse ones from 323 arms sit at 22-28 with -2.6..1.4
+nats; on that run's 589 arms at t = 2000 the exact profile likelihood peaks at ls=4 (23.5 nats
+over white noise; 8: 14.8, 16: 6.0), whose smoothest factor (6) is still below the floor. On
+a good seed (0) the first kept fit (53 arms, 6.35, 4.4 nats) is raised by smoothest_factor's
+4x to 25, where the likelihood of UCB's few arms is flat. The same session, the centred rows
+at 10^4: rastrigin20 auto 0.0391 against ls=2 0.0010 (38x, 10 seeds; neither has regret after
+t = 2000), rastrigin100 auto 0.889 against ls=2.5 0.0001 (9200x, 5 seeds).
 
 Session 24 re-measured the issue's rows with the current code (auto against the best fixed
 bandwidth, which the engine's hyper-parameter code does not touch): T = 2000, 30 seeds,
