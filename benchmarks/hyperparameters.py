@@ -147,6 +147,19 @@ a good seed (0) the first kept fit (53 arms, 6.35, 4.4 nats) is raised by smooth
 at 10^4: rastrigin20 auto 0.0391 against ls=2 0.0010 (38x, 10 seeds; neither has regret after
 t = 2000), rastrigin100 auto 0.889 against ls=2.5 0.0001 (9200x, 5 seeds).
 
+A small budget (session 26, T = 200, 30 seeds, ``--T 200 --seeds 30 --problems abalone cadata
+hartmann6 branin levy branin10 --lengthscales 0.5 1 2 4 8 16 --no-ard``; README's figure
+``hyperparameters_sweep_T200.png``): auto / best fixed - 1 = Abalone +13.7% (+9..+18%; ls=4
+0.1764), Cadata +4.1% (ls=4), Hartmann-6 +140% (ls=1 0.153, auto 0.368), Branin -54%, Levy
+-7%, branin10 +28.5% (ls=8). Auto is within 2.4x of the best on all six, the best single
+bandwidth (ls=2) within 3.6x. Hartmann-6's first kept fit comes at 45-130 evaluations (seeds
+0-5), its start 3.46 until then. Tried (``/tmp`` scripts, not kept): without the phase that
+forces new arms before the first fit, Abalone 0.1835 at T = 200 (the others within 3%); the
+kernel moved down to an unkept fit's 1.25x (not below the floor) before the first kept fit,
+Hartmann-6 0.368 -> 0.258 at T = 200, but at T = 2000 Abalone 0.1147 -> 0.1248, Hartmann-6
+0.0451 -> 0.0475 (median 0.037 -> 0.023): single seeds trapped (Abalone seed 22 0.116 ->
+0.433, Hartmann-6 seeds 2, 3, 6 0.03-0.04 -> 0.24-0.30).
+
 Session 24 re-measured the issue's rows with the current code (auto against the best fixed
 bandwidth, which the engine's hyper-parameter code does not touch): T = 2000, 30 seeds,
 Abalone +1.6% (+1..+2%), Cadata 0.0057 against ls=4 0.0058, -1.7% (-20..+25%), Branin 0.0250
