@@ -144,7 +144,7 @@ nats; on that run's 589 arms at t = 2000 the exact profile likelihood peaks at l
 over white noise; 8: 14.8, 16: 6.0), whose smoothest factor (6) is still below the floor. On
 a good seed (0) the first kept fit (53 arms, 6.35, 4.4 nats) is raised by smoothest_factor's
 4x to 25, where the likelihood of UCB's few arms is flat. The same session, the centred rows
-at 10^4: rastrigin20 auto 0.0391 against ls=2 0.0010 (38x, 10 seeds; neither has regret after
+at 10^4: rastrigin20 auto 0.0391 against ls=2 0.0010 (37.5x, 10 seeds; neither has regret after
 t = 2000), rastrigin100 auto 0.889 against ls=2.5 0.0001 (9200x, 5 seeds).
 
 A small budget (session 26, T = 200, 30 seeds, ``--T 200 --seeds 30 --problems abalone cadata
@@ -464,7 +464,7 @@ at its first repeat: no lock-in in 100 seeds of either. Variants on the same see
 the median start with that phase, Cadata 0.0063; repeats blocked inside the batch as well, Cadata
 0.0060 and Hartmann-6 0.098; only the earlier batches' arms blocked, Cadata 0.0053, Abalone
 0.1156 and Hartmann-6 0.0475, but with explore = 1e-3 batches of hundreds of repeats of one arm
-then came before the fit (tests/engine/test_hyperparameters.py).
+then came before the fit (tests/engine/test_autokernel.py).
 
 SMOOTHING (with the median start; 30 seeds, Cadata 100), the kernel on the fitted lengthscale
 itself (``--smoothing 1``) -> on 1.25x: Cadata 0.0074 -> 0.0064, Branin 0.0262 -> 0.0240,

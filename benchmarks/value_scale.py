@@ -20,7 +20,7 @@ As given, the prior mean 0 and the noise and RKHS bound (0.01 and 1) are in the 
 and only values of order one above a floor near 0 behave as the benchmarks show. "unit" leaves
 ``norm`` alone (the same runs as "none"). Single seeds differ between raw and shift although both
 are min-max rescaled: the rounding of the shifted values changes a fit in its last digits, and a
-run's path is chaotic; ``tests/engine/test_hyperparameters.py`` checks exact invariance on
+run's path is chaotic; ``tests/engine/test_autokernel.py`` checks exact invariance on
 values where every operation is exact.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/value_scale.py [--seeds 10] [--T 400]

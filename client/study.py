@@ -85,20 +85,22 @@ class Study:
         """The engine settings that freeze the kernel this study chose by itself, for a new
         study's ``engine`` (README, Kernel hyper-parameters, "Seeing and fixing it"; the
         dashboard's "to freeze it" row): ``hyperparameters: "fixed"``, the study's
-        ``normalize`` and kernel with the current batch's lengthscales, and its ``lam``.
-        Fetched now. InvalidArgument where the study has no automatic kernel of its own (a
-        fixed one, GSSBO's, GO-UCB, uniform) or no batch yet."""
+        ``normalize`` and kernel with the current batch's lengthscales (one per column is a
+        list: ``ard`` is false, the fixed kernel holds them), and its ``lam``. Fetched now.
+        InvalidArgument where the study has no automatic kernel of its own (a fixed one,
+        GSSBO's, GO-UCB, uniform) or no batch yet."""
         info = self.info
         engine, kernel = info.spec.get("engine", {}), info.hyperparameters
-        if engine.get("hyperparameters") != "auto" or info.strategy == "gssbo" or not kernel:
-            raise InvalidArgument(f"study {self.id} has no automatic kernel to freeze (strategy "
-                                  f"{info.strategy}, hyperparameters "
-                                  f"{engine.get('hyperparameters')}, "
-                                  f"{'a' if kernel else 'no'} current batch)",
+        why = (f"its strategy {info.strategy} does not use the engine's kernel"
+               if info.strategy in ("gssbo", "go-ucb", "uniform")
+               else "its kernel is fixed" if engine.get("hyperparameters") != "auto"
+               else "no batch has opened yet" if not kernel else None)
+        if why:
+            raise InvalidArgument(f"study {self.id} has no automatic kernel to freeze: {why}",
                                   field="hyperparameters")
         lengthscale = kernel["lengthscale"]
-        return {"hyperparameters": "fixed", "normalize": engine.get("normalize", "zscore"),
-                "lam": kernel["lam"],
+        return {"hyperparameters": "fixed", "ard": False,
+                "normalize": engine.get("normalize", "zscore"), "lam": kernel["lam"],
                 "kernel": {**engine.get("kernel", {"name": "rbf"}),
                            "lengthscale": lengthscale[0] if len(lengthscale) == 1
                            else lengthscale}}

@@ -1,6 +1,7 @@
-"""The automatic kernel's rules: when a study refits (:func:`refit_due`), what a fit becomes
-(the constants below, :func:`fitted_lam`) and the state each batch runs on (:class:`KernelState`,
-persisted with the batch)."""
+"""The automatic kernel's rules: when a study refits (:func:`refit_due`), what a fit makes of
+the kernel (:func:`after_fit`, with the constants below and :func:`fitted_lam`) and the state
+each batch runs on (:class:`KernelState`, persisted with the batch). The fits are
+:mod:`.hyperparameters`'s, the start and floor :mod:`.spacing`'s."""
 
 from __future__ import annotations
 
@@ -38,12 +39,12 @@ LAM_FLOOR = 0.1
 SMOOTHING = 1.25
 
 
-#: A kept isotropic fit runs the kernel on at least :func:`neighbour_lengthscale` at this
+#: A kept isotropic fit runs the kernel on at least :func:`spacing.neighbour_lengthscale` at this
 #: correlation, with the configured lam: below it the median candidate tells UCB little about its
 #: nearest neighbour, UCB is a bandit of independent arms, and the fit's noise is that of a
 #: kernel that interpolates any values (at LAM_FLOOR, UCB proposed a new arm at almost every
 #: step). Before any kept fit, an isotropic fit below it that BIC does not keep moves the kernel
-#: from the start to it (Strategy._refit): in 20 d the fits stay insignificant for 120-190
+#: from the start to it (:func:`after_fit`): in 20 d the fits stay insignificant for 120-190
 #: observations while UCB on the start proposes new arms as if uniform. It binds only where
 #: candidates are sparse: in 20 dimensions (2000 candidates: 4.1, where the fits give 1.6-2.8),
 #: not on the issue's problems (Cadata 0.34, Hartmann-6 1.0 against kernels of 1-4). Against 0.5
@@ -88,11 +89,12 @@ def fitted_lam(fitted: Hyperparameters, configured: float) -> float:
     return float(min(configured, max(LAM_FLOOR * configured, fitted.noise / fitted.variance)))
 
 
-#: Where a batch's lengthscales come from: the config's kernel ("fixed"), the RMS distance
-#: before any fit is kept ("start"), the neighbour floor, where a fit, kept or not, put a single
+#: Where a batch's lengthscales come from: the config's kernel ("fixed"), the RMS distance before
+#: any fit is kept ("start"), the neighbour floor, where a fit, kept or not, put a single
 #: lengthscale below it or the candidates are too sparse for the RMS start
 #: (:data:`FLOOR_START_RATIO`) ("floor"), or the kept fit's ("fit": SMOOTHING times its
-#: lengthscales, or, where that is below the floor, :func:`smoothest_factor` above it).
+#: lengthscales, or, where that is below the floor, :func:`hyperparameters.smoothest_factor` above
+#: it).
 SOURCES: tuple[str, ...] = ("fixed", "start", "floor", "fit")
 
 
@@ -117,24 +119,24 @@ def _optional(name: str, value: object) -> float | None:
 class KernelState:
     """The hyper-parameters one batch uses; persisted with the batch so a restore installs them.
 
-    ``lengthscale``: 1 value (isotropic) or d (ARD), in the engine's (normalised) units: the
-    RMS distance (:func:`rms_distance`) before a fit is kept (on sparse candidates the floor,
-    :data:`FLOOR_START_RATIO`), then ``smoothing`` times the kept fit's: SMOOTHING, or on
-    sparse candidates, where that is below :func:`neighbour_lengthscale`, the factor of
-    :func:`smoothest_factor` if it reaches the floor, else the floor (with smoothing
+    ``lengthscale``: 1 value (isotropic) or d (ARD), in the engine's (normalised) units: the RMS
+    distance (:func:`spacing.rms_distance`) before a fit is kept (on sparse candidates the floor,
+    :data:`FLOOR_START_RATIO`), then ``smoothing`` times the kept fit's: SMOOTHING, or on sparse
+    candidates, where that is below :func:`spacing.neighbour_lengthscale`, the factor of
+    :func:`hyperparameters.smoothest_factor` if it reaches the floor, else the floor (with smoothing
     SMOOTHING: the next fit starts from the floor / SMOOTHING, as before the factor was stored);
-    ``lam``: the regulariser (auto: :func:`fitted_lam` of the last accepted fit, else the
-    configured one, also on the neighbour floor); ``variance`` and ``noise``: the last accepted
-    fit's signal and noise variance in the values' own units (the fit runs on the values as
-    the model sees them, ``normalize_values``, and its variances are multiplied back by the
-    scale squared; a later fit on another scale starts from them divided by its own; None
-    before a fit); ``fitted_at``: observations at the last fit (0 before it; a fit
-    that BIC does not prefer to white noise keeps the values); ``source``: where the
-    lengthscales come from (:data:`SOURCES`; None in states stored before it was recorded);
-    ``smoothing``: what the next refit divides the kernel's lengthscales by to start from
-    (:attr:`fitted_lengthscale`): on "fit" states the kernel's over the kept fit's, on the
-    floor after a kept fit SMOOTHING (the start floor / SMOOTHING, as before it was recorded);
-    None without a kept fit; SMOOTHING in states with a fit stored before it was recorded.
+    ``lam``: the regulariser (auto: :func:`fitted_lam` of the last accepted fit, else the configured
+    one, also on the neighbour floor); ``variance`` and ``noise``: the last accepted fit's signal
+    and noise variance in the values' own units (the fit runs on the values as the model sees them,
+    ``normalize_values``, and its variances are multiplied back by the scale squared; a later fit on
+    another scale starts from them divided by its own; None before a fit); ``fitted_at``:
+    observations at the last fit (0 before it; a fit that BIC does not prefer to white noise keeps
+    the values); ``source``: where the lengthscales come from (:data:`SOURCES`; None in states
+    stored before it was recorded); ``smoothing``: what the next refit divides the kernel's
+    lengthscales by to start from (:attr:`fitted_lengthscale`): on "fit" states the kernel's over
+    the kept fit's, on the floor after a kept fit SMOOTHING (the start floor / SMOOTHING, as before
+    it was recorded); None without a kept fit; SMOOTHING in states with a fit stored before it was
+    recorded.
     """
 
     lengthscale: tuple[float, ...]
@@ -181,15 +183,15 @@ def after_fit(current: KernelState, result: FitResult, *, n_observed: int, scale
     5-7): ``current`` where BIC does not keep ``result`` (:attr:`FitResult.significant`),
     else SMOOTHING times its lengthscales with :func:`fitted_lam` of its variances.
 
-    ``result`` is fitted on the values as the model sees them, divided by ``scale``; ``floor``
-    is the isotropic kernel's :data:`NEIGHBOUR_CORRELATION` lengthscale (0 for ARD, which has
-    none), ``lam`` the configured regulariser and ``smoothest(fitted)`` the largest factor over
-    the fit's lengthscale its likelihood does not reject (:func:`smoothest_factor` on the fit's
-    data). An isotropic kernel below the floor runs on the smoothest lengthscale if that
-    reaches the floor, else on the floor with the configured lam (a fit that short interpolates
-    any values). Before any kept fit, an unkept isotropic fit below the floor moves the kernel
-    from a longer start down to the floor: noise on the candidates' spacing says the start is
-    far too smooth.
+    ``result`` is fitted on the values as the model sees them, divided by ``scale``; ``floor`` is
+    the isotropic kernel's :data:`NEIGHBOUR_CORRELATION` lengthscale (0 for ARD, which has none),
+    ``lam`` the configured regulariser and ``smoothest(fitted)`` the largest factor over the fit's
+    lengthscale its likelihood does not reject (:func:`hyperparameters.smoothest_factor` on the
+    fit's data). An isotropic kernel below the floor runs on the smoothest lengthscale if that
+    reaches the floor, else on the floor with the configured lam (a fit that short interpolates any
+    values). Before any kept fit, an unkept isotropic fit below the floor moves the kernel from a
+    longer start down to the floor: noise on the candidates' spacing says the start is far too
+    smooth.
     """
     fitted = result.hyperparameters
     variance, noise = fitted.variance * scale**2, fitted.noise * scale**2  # values' units

@@ -52,11 +52,11 @@ class Hyperparameters:
 class Prior:
     """Independent weak log-normal priors and box bounds on the log parameters.
 
-    Centres: lengthscale ``lengthscale`` (e.g. :func:`rms_distance`), signal variance 1 and noise
-    variance ``noise`` (y is standardised before fitting). ``sd`` is the prior's standard
+    Centres: lengthscale ``lengthscale`` (e.g. :func:`spacing.rms_distance`), signal variance 1 and
+    noise variance ``noise`` (y is standardised before fitting). ``sd`` is the prior's standard
     deviation in log space (1: a factor e either way); the bounds are centre * / ``span`` (noise:
-    [1e-6, 1]). Defaults chosen with benchmarks/hyperparameters.py (a noise centre of 0.01
-    instead of 0.1 favoured interpolating UCB's few distinct arms with a short lengthscale).
+    [1e-6, 1]). Defaults chosen with benchmarks/hyperparameters.py (a noise centre of 0.01 instead
+    of 0.1 favoured interpolating UCB's few distinct arms with a short lengthscale).
     """
 
     lengthscale: float
@@ -126,9 +126,9 @@ def fit(X: np.ndarray, y: np.ndarray, *, prior: Prior, rng: np.random.Generator,
     rng : seeded generator for the subsample and the restarts (the fit is deterministic).
     kernel : "rbf" or "matern52"; ard : one lengthscale per dimension if BIC prefers them to
         the isotropic fit by ``ard_margin`` times its penalty (likelihood gain > ard_margin
-        (d - 1)/2 log n; :data:`ARD_MARGIN`), else the isotropic fit: the d prior terms pull
-        an ARD MAP towards the prior centre, so that on Hartmann-6 it stayed below the BIC
-        threshold against white noise where the isotropic fit was far above.
+        (d - 1)/2 log n; :data:`autokernel.ARD_MARGIN`), else the isotropic fit: the d prior
+        terms pull an ARD MAP towards the prior centre, so that on Hartmann-6 it stayed below
+        the BIC threshold against white noise where the isotropic fit was far above.
     inducing : ndarray of shape (m, d) -> Titsias' sparse bound, O(n m^2) per evaluation;
         None -> exact likelihood, O(n^3).
     start : first starting point (e.g. the current values); the others are the prior centre and
@@ -295,7 +295,7 @@ def smoothest_factor(X: np.ndarray, y: np.ndarray, fitted: Hyperparameters, *,
     regret bounds. The scan stops at the first rejected factor: a few 2-parameter fits.
 
     The reference is a maximum over lengthscales at or above the fit's: where the prior or a
-    refit's trust region (REFIT_TRUST) holds the fit above a shorter maximum-likelihood
+    refit's trust region (autokernel.REFIT_TRUST) holds the fit above a shorter maximum-likelihood
     lengthscale, the interval is measured within what the refit may move to, not from that
     maximum. With ``inducing`` the profile is Titsias' bound, whose trace term shrinks as the
     lengthscale grows: with fewer inducing points than rows it accepts longer lengthscales

@@ -9,7 +9,8 @@ g = s2 (5/3) (1 + sqrt5 r) exp(-sqrt5 r) (Matern-5/2), which is how every length
 below is written.
 
 - :func:`exact_log_likelihood`: log N(y | 0, K + noise I) (Rasmussen & Williams eq. 2.30) and its
-  gradient (R&W eq. 5.9), O(n^3). Used by GP-UCB / GP-BUCB here and by GSSBO (any kernel above).
+  gradient (R&W eq. 5.9), O(n^3). Used by GP-UCB / GP-BUCB, by the others before a kept fit
+  on few arms (strategy.EXACT_FIT_ARMS) and by GSSBO (any kernel above).
 - :func:`sparse_log_likelihood`: Titsias' (2009) variational lower bound
   log N(y | 0, Q + noise I) - tr(K - Q) / (2 noise), Q = K_nm K_mm^-1 K_mn, with the inducing
   points = the current Nystrom dictionary, O(n m^2). The first term alone is the DTC marginal

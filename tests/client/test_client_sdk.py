@@ -325,7 +325,7 @@ def test_frozen_engine_gives_a_new_study_the_kernel_the_study_chose(bbkb, study)
     (its variance) come along. A study without an automatic kernel says so."""
     X = np.random.default_rng(1).random((150, 3))
     f = np.exp(-((X[:, 0] - 0.6) ** 2) / 0.05) + 0.3 * X[:, 1]
-    engine = {"strategy": "bbkb", "mode": "sync", "seed": 2, "lam": 0.5, "ard": False,
+    engine = {"strategy": "bbkb", "mode": "sync", "seed": 2, "lam": 0.5, "ard": True,
               "kernel": {"name": "matern52", "variance": 1.5}}
     auto = bbkb.create_study("auto", candidates=X, engine=engine)
     assert auto.import_observations({i: float(f[i]) for i in range(0, 90, 3)}) == 30
@@ -336,9 +336,11 @@ def test_frozen_engine_gives_a_new_study_the_kernel_the_study_chose(bbkb, study)
     chosen = auto.info.hyperparameters
     assert chosen["variance"] is not None  # a kept fit
     frozen = auto.frozen_engine()
-    assert frozen == {"hyperparameters": "fixed", "normalize": "zscore", "lam": chosen["lam"],
-                      "kernel": {"name": "matern52", "variance": 1.5,
-                                 "lengthscale": chosen["lengthscale"][0]}}
+    lengthscale = chosen["lengthscale"]  # one number, or one per column (ARD)
+    assert frozen == {"hyperparameters": "fixed", "ard": False, "normalize": "zscore",
+                      "lam": chosen["lam"],
+                      "kernel": {"name": "matern52", "variance": 1.5, "lengthscale":
+                                 lengthscale[0] if len(lengthscale) == 1 else lengthscale}}
     copy = bbkb.create_study("frozen", candidates=X, engine=engine | frozen)
     for _ in range(2):
         for trial in copy.ask(count=3).trials:
@@ -346,10 +348,14 @@ def test_frozen_engine_gives_a_new_study_the_kernel_the_study_chose(bbkb, study)
     assert {(tuple(b.hyperparameters["lengthscale"]), b.hyperparameters["lam"],
              b.hyperparameters["source"]) for b in copy.batches()} == {
         (tuple(chosen["lengthscale"]), chosen["lam"], "fixed")}
-    for unfrozen in (study, copy):  # a fixed kernel
-        with pytest.raises(InvalidArgument, match="no automatic kernel") as refused:
+    for unfrozen, why in ((study, "its kernel is fixed"), (copy, "its kernel is fixed"),
+                          (bbkb.create_study("random", candidates=X, engine={
+                              "strategy": "uniform", "batch_size": 2}), "uniform"),
+                          (bbkb.create_study("new", candidates=X, engine=engine),
+                           "no batch has opened yet")):
+        with pytest.raises(InvalidArgument, match="no automatic kernel to freeze") as refused:
             unfrozen.frozen_engine()
-        assert refused.value.field == "hyperparameters"
+        assert refused.value.field == "hyperparameters" and why in str(refused.value)
 
 
 def test_import_observations_refuses_what_it_cannot_read(study):

@@ -251,13 +251,13 @@ def test_study_page_shows_fitted_hyperparameters_per_batch(server_factory, tmp_p
     # the engine settings that freeze the kernel, which a new study runs on as shown
     freeze = page.text_content("#hyperparameters [data-key=freeze] td")
     settings = json.loads(freeze.split(": ", 1)[1])
-    assert settings == {"hyperparameters": "fixed", "normalize": "zscore", "lam": current["lam"],
+    assert settings == {"hyperparameters": "fixed", "ard": False, "normalize": "zscore",
+                        "lam": current["lam"],
                         "kernel": {"name": "rbf", "variance": 1.0,
                                    "lengthscale": current["lengthscale"]}}
     with Client(server.url) as sdk:  # the SDK's copy of the row
         assert sdk.study(sid).frozen_engine() == settings
-    frozen = create_study(http, name="frozen", engine={  # ard true needs "auto"
-        k: v for k, v in engine.items() if k != "ard"} | settings)["id"]
+    frozen = create_study(http, name="frozen", engine=engine | settings)["id"]  # ard: true
     run_trials(http, frozen, 2, value)
     assert {(tuple(b["hyperparameters"]["lengthscale"]), b["hyperparameters"]["lam"],
              b["hyperparameters"]["source"])

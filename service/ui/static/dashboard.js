@@ -8,7 +8,6 @@ const KEY = "bbkb-api-key";
 const query = new URLSearchParams(location.search);
 const POLL_MS = Math.max(200, Number(query.get("poll")) || 2000);
 const PAGE_SIZE = Math.min(1000, Math.max(1, Number(query.get("page_size")) || 50));
-const SVG_NS = "http://www.w3.org/2000/svg";
 
 class AuthNeeded extends Error {}
 

@@ -140,7 +140,8 @@ function showHyperparameters(study, batches) {
     const kernel = {...(engine.kernel || {name: "rbf"}),  // its variance too
                     lengthscale: hp.lengthscale.length === 1 ? hp.lengthscale[0] : hp.lengthscale};
     const settings = JSON.stringify(  // spaced after commas, so that the cell wraps
-      {hyperparameters: "fixed", normalize: engine.normalize || "zscore", lam: hp.lam, kernel});
+      {hyperparameters: "fixed", ard: false, normalize: engine.normalize || "zscore", lam: hp.lam,
+       kernel});
     rows.push(["to freeze it", "freeze",
                "a new study's engine settings: " + settings.replaceAll(",", ", ")]);
   }

@@ -4,6 +4,8 @@
 
 "use strict";
 
+const SVG_NS = "http://www.w3.org/2000/svg";
+
 // ---------------------------------------------------------------- formatting
 
 // A value with 5 significant digits at every magnitude (1.2346e-7, 0.0012346, 1.2346e9).
