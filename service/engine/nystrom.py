@@ -61,12 +61,28 @@ def _gram(Z: np.ndarray, weights: np.ndarray, lam: float) -> np.ndarray:
     return V
 
 
+#: Jitter for a Gram matrix whose Cholesky fails, relative to its mean diagonal, tried in turn: a
+#: lam below the rounding of Z^T W Z (lam / kernel variance 1e-20, rank-deficient with pending
+#: arms) failed at t = 7 and left the study failing at every ask, as lam cannot change.
+JITTERS: tuple[float, ...] = (1e-14, 1e-12, 1e-10, 1e-8)
+
+
 def _cholesky(V: np.ndarray, what: str) -> np.ndarray:
+    """Lower Cholesky factor of V, or, where rounding makes V indefinite, of V plus the first of
+    :data:`JITTERS` (times its mean diagonal) that is positive definite (GPyTorch's
+    psd_safe_cholesky does the same); NumericalError naming lam beyond the last."""
     try:
         return linalg.cholesky(V, lower=True)
     except linalg.LinAlgError as exc:
-        raise NumericalError(f"Cholesky of {what} failed; try a larger lam (regulariser)",
-                             field="lam") from exc
+        failure = exc
+    scale = float(np.mean(np.diag(V)))
+    for jitter in JITTERS:
+        try:
+            return linalg.cholesky(V + jitter * scale * np.eye(len(V)), lower=True)
+        except linalg.LinAlgError as exc:
+            failure = exc
+    raise NumericalError(f"Cholesky of {what} failed; try a larger lam (regulariser)",
+                         field="lam") from failure
 
 
 class NystromPosterior:
@@ -96,7 +112,8 @@ class NystromPosterior:
         self.embedding = Embedding(kernel, candidates[self.dictionary])
         embed = self.embedding
         V = _gram(embed(candidates[pulled_arms]), pulled_counts.astype(float), lam)
-        v, Q = linalg.eigh(V)  # V_all >= lam I, so every eigenvalue is >= lam > 0
+        v, Q = linalg.eigh(V)  # V_all >= lam I, so every eigenvalue is >= lam > 0 ...
+        v[v < 0.5 * lam] = lam  # ... but for rounding beyond lam (lam / variance 1e-20)
         Zo = embed(candidates[observed_arms])
         Lo = _cholesky(_gram(Zo, observed_counts.astype(float), lam), "V_obs")
         w = linalg.cho_solve((Lo, True), Zo.T @ observed_sums)  # mu(x) = z(x)^T w

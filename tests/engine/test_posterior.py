@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.engine import RBF, Linear, Matern52, Strategy
+from service.engine import RBF, Linear, Matern52, NumericalError, Strategy
 from service.engine.exact import ExactPosterior
-from service.engine.nystrom import Embedding, NystromPosterior
+from service.engine.nystrom import JITTERS, Embedding, NystromPosterior, _cholesky, _gram
 
 from .helpers import exact_posterior, smooth_problem
 
@@ -151,3 +151,43 @@ def test_a_batch_reuses_the_previous_batch_buffer_and_gets_the_same_posterior():
         np.testing.assert_array_equal(rebuilt.mean, posterior.mean)
         np.testing.assert_array_equal(rebuilt.variance_start, posterior.variance_start)
     assert len({id(b) for b in buffers[2:]}) < len(buffers) - 2  # reused, not reallocated
+
+
+def test_a_gram_matrix_made_indefinite_by_rounding_gets_jitter_and_a_real_one_a_422():
+    """The Cholesky of V_obs adds JITTERS only where it fails: a positive definite matrix is
+    factorised as it is; a rank-deficient Gram matrix plus a lam below its rounding gets the
+    smallest jitter that works (a factor of V plus at most 1e-8 of its mean diagonal); an
+    indefinite matrix still raises NumericalError naming lam."""
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((3, 6)) * 1e10  # rank 3 of 6: a kernel variance of 1e20
+    V = _gram(Z, np.ones(3), 1.0)
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.cholesky(V)
+    L = _cholesky(V, "V_obs")
+    jitter = np.diag(L @ L.T - V)
+    assert np.allclose(L @ L.T - V, np.diag(jitter), atol=1e-6 * np.abs(V).max())
+    assert 0 < jitter.min() and jitter.max() <= JITTERS[-1] * np.mean(np.diag(V)) * 1.01
+    good = _gram(rng.standard_normal((8, 6)), np.ones(8), 0.5)
+    assert np.array_equal(_cholesky(good, "V_obs"), np.linalg.cholesky(good))
+    with pytest.raises(NumericalError) as failed:
+        _cholesky(np.diag([1.0, -1.0]), "V_obs")
+    assert failed.value.field == "lam"
+
+
+@pytest.mark.parametrize("strategy", ["bbkb", "bkb", "thompson"])
+def test_a_lam_below_float64s_reach_runs_and_restores_exactly(strategy):
+    """lam / kernel variance 1e-20 (async, pending arms leave V_obs rank-deficient) failed at
+    t = 7 with a 422 at every later ask; it now runs, with finite predictions, and a restore
+    replays it exactly."""
+    X, f = smooth_problem(200, 2)
+    config = {"strategy": strategy, "kernel": {"name": "rbf", "lengthscale": 0.3}, "lam": 1e-20,
+              "seed": 0, "mode": "async", "batch_size": 5}
+    live, rng = Strategy(X, config), np.random.default_rng(0)
+    while live.t < 60:
+        for selection in live.ask(5):
+            live.tell(selection.t, float(f[selection.arm] + 0.01 * rng.standard_normal()))
+    pending = live.ask(3)
+    mean, sd = live.predict()
+    assert np.isfinite(mean).all() and np.isfinite(sd).all()
+    restored = Strategy.restore(X, live.config, live.state())
+    assert restored.ask(4) == live.ask(4) and len(pending) == 3
