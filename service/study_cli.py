@@ -273,10 +273,28 @@ def _show(args: argparse.Namespace) -> int:
                                               f"{sorted(sizes)[len(sizes) // 2]}/{max(sizes)}"
                                               if sizes else ""))
     print(f"  dictionary   {info.dictionary_size} points")
+    if info.hyperparameters:
+        print(f"  kernel       {_kernel_line(info.hyperparameters)}")
     if info.best is not None:
         print(f"  best         {_value(info.best)} at trial {info.best.id} "
               f"{json.dumps(info.best.parameters)}")
     return 0
+
+
+def _kernel_line(hyperparameters: dict[str, Any]) -> str:
+    """The current batch's kernel: its lengthscales (up to 8 listed), where they come from and
+    since when (README, Kernel hyper-parameters), and lam; ``--json`` has every value."""
+    lengthscale, source = hyperparameters["lengthscale"], hyperparameters.get("source")
+    line = (f"lengthscale {lengthscale[0]:.4g}" if len(lengthscale) == 1
+            else f"lengthscales {', '.join(f'{v:.3g}' for v in lengthscale)}"
+            if len(lengthscale) <= 8
+            else f"{len(lengthscale)} lengthscales, {min(lengthscale):.3g} to "
+                 f"{max(lengthscale):.3g}")
+    if source:
+        fitted_at = hyperparameters.get("fitted_at") or 0
+        line += f" ({source}" + (f", last refit at {fitted_at} observations"
+                                 if fitted_at and source != "fixed" else "") + ")"
+    return f"{line}, lam {hyperparameters['lam']:.4g}"
 
 
 def _best(args: argparse.Namespace) -> int:

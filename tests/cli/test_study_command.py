@@ -10,6 +10,7 @@ import pytest
 
 from client import Client
 from service.cli import main
+from service.study_cli import _kernel_line
 
 
 @pytest.fixture
@@ -57,6 +58,7 @@ def test_create_from_csv_list_show_best_export(server, tmp_path, capsys):
 
     code, out, _ = run(capsys, "study", "show", str(created["id"]), *url)
     assert code == 0 and "trials       3 completed=3" in out and "alpha, beta" in out
+    assert "kernel       lengthscale 0.3 (fixed), lam 1\n" in out  # the study's own
 
     code, out, _ = run(capsys, "study", "best", "cli-study", "--json", *url)
     best = json.loads(out)
@@ -95,3 +97,18 @@ def test_search_space_and_errors_are_one_line_not_tracebacks(server, tmp_path, c
 def test_unreachable_server_exits_2(capsys):
     code, _, err = run(capsys, "study", "list", "--url", "http://127.0.0.1:9")
     assert code == 2 and err.startswith("error: ")
+
+
+def test_the_kernel_line_of_show_says_where_the_lengthscales_come_from():
+    """One lengthscale, up to 8 listed, or their range; the source with the last refit (none
+    for a fixed kernel or a state stored before sources were recorded); lam."""
+    fit = {"lengthscale": [2.4871], "lam": 0.05, "source": "fit", "fitted_at": 68}
+    assert _kernel_line(fit) == "lengthscale 2.487 (fit, last refit at 68 observations), lam 0.05"
+    ard = fit | {"lengthscale": [0.512, 30.0, 7.25], "source": "floor"}
+    assert _kernel_line(ard).startswith("lengthscales 0.512, 30, 7.25 (floor, last refit at 68")
+    many = fit | {"lengthscale": [float(v) for v in range(1, 13)]}
+    assert _kernel_line(many).startswith("12 lengthscales, 1 to 12 (fit,")
+    assert _kernel_line({"lengthscale": [4.0], "lam": 1.0, "source": "start", "fitted_at": 0}) \
+        == "lengthscale 4 (start), lam 1"
+    assert _kernel_line({"lengthscale": [4.0], "lam": 1.0, "source": None, "fitted_at": 9}) \
+        == "lengthscale 4, lam 1"
