@@ -196,7 +196,7 @@ def after_fit(current: KernelState, result: FitResult, *, n_observed: int, scale
     fitted = result.hyperparameters
     variance, noise = fitted.variance * scale**2, fitted.noise * scale**2  # values' units
     lengthscale = tuple(SMOOTHING * v for v in fitted.lengthscale)
-    below_floor = len(lengthscale) == 1 and lengthscale[0] < floor
+    below_floor = lengthscale[0] < floor  # isotropic only: ARD's floor is 0
     if not result.significant:
         if current.variance is None and below_floor and floor < current.lengthscale[0]:
             return replace(current, lengthscale=(floor,), fitted_at=n_observed, source="floor")
