@@ -15,10 +15,14 @@ import numpy as np
 
 
 class Selector(Protocol):
+    #: Whether :meth:`select` draws from its generator; the strategy passes None where it does
+    #: not (LazyUCB: a generator costs 20 us to seed, a quarter of a step at A = 2000).
+    draws: bool
+
     def start(self, posterior: object, width: float,
               blocked: np.ndarray | None = None) -> None: ...
 
-    def select(self, rng: np.random.Generator) -> int: ...
+    def select(self, rng: np.random.Generator | None) -> int: ...
 
 
 class LazyUCB:
@@ -31,6 +35,7 @@ class LazyUCB:
     """
 
     first_block = 8
+    draws = False
 
     def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
               blocked: np.ndarray | None = None) -> None:
@@ -56,7 +61,7 @@ class LazyUCB:
         ucb = self.posterior.mean[idx] + self.width * np.sqrt(var)
         return ucb if self.blocked is None else np.where(self.blocked[idx], -np.inf, ucb)
 
-    def select(self, rng: np.random.Generator) -> int:
+    def select(self, rng: np.random.Generator | None = None) -> int:
         # Every refresh (its arms, the order of its rows, hence every bit of every UCB: a GEMM's
         # rounding depends on the rows' order) is that of the plain form, which gathered the
         # bounds of the touched arms, argpartitioned their negatives and concatenated arrays of
@@ -100,6 +105,8 @@ class Thompson:
     is independent per arm.
     """
 
+    draws = True
+
     def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
               blocked: np.ndarray | None = None) -> None:
         self.posterior, self.scale, self.blocked = posterior, width, blocked
@@ -117,6 +124,8 @@ class Thompson:
 
 class EpsilonGreedy:
     """Uniform arm with probability epsilon, else the best posterior mean not yet in the batch."""
+
+    draws = True
 
     def __init__(self, epsilon: float) -> None:
         self.epsilon = epsilon
@@ -139,6 +148,8 @@ class EpsilonGreedy:
 class Uniform:
     """Each arm with probability 1/A."""
 
+    draws = True
+
     def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
               blocked: np.ndarray | None = None) -> None:
         self.n_arms = len(posterior.variance_start)
@@ -151,6 +162,8 @@ class Uniform:
 class Design:
     """Hand out a precomputed initial design in order (uniform first point, or Alg. 3)."""
 
+    draws = False
+
     def __init__(self, arms: list[int]) -> None:
         self.arms = arms
 
@@ -158,7 +171,7 @@ class Design:
               blocked: np.ndarray | None = None) -> None:
         self.position = 0
 
-    def select(self, rng: np.random.Generator) -> int:
+    def select(self, rng: np.random.Generator | None = None) -> int:
         arm = self.arms[self.position]
         self.position += 1
         return arm

@@ -414,7 +414,8 @@ class Strategy:
         return np.random.default_rng([self.config.seed, stream, index])
 
     def _select(self, t: int, replay_arm: int | None = None) -> Selection:
-        arm = self._selector.select(self._rng(STREAM_SELECT, t))
+        selector = self._selector
+        arm = selector.select(self._rng(STREAM_SELECT, t) if selector.draws else None)
         if replay_arm is not None:
             self.replay_mismatches += arm != replay_arm
             arm = replay_arm
