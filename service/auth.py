@@ -64,12 +64,18 @@ def create_key(session: Session, owner_name: str) -> str:
 
 def authenticate(session: Session, authorization: str | None) -> int:
     """Owner id of a ``Bearer <token>`` header, or 401."""
-    if not authorization or not authorization.startswith("Bearer "):
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    token = token.strip()
+    if not scheme:
         raise Unauthorized("missing 'Authorization: Bearer <api key>' header",
                            field="authorization")
+    if scheme.lower() != "bearer" or not token:  # schemes are case-insensitive (RFC 7235)
+        why = ("no key after 'Bearer'" if scheme.lower() == "bearer" else
+               "no scheme" if not token else f"scheme {scheme!r}")  # never echo a key
+        raise Unauthorized(f"the Authorization header must be 'Bearer <api key>' ({why})",
+                           field="authorization")
     key = session.scalars(select(ApiKey).where(
-        ApiKey.digest == _digest(authorization.removeprefix("Bearer ").strip()),
-        ApiKey.revoked_at.is_(None))).first()
+        ApiKey.digest == _digest(token), ApiKey.revoked_at.is_(None))).first()
     if key is None:
         raise Unauthorized("unknown or revoked API key", field="authorization")
     return key.owner_id

@@ -11,8 +11,10 @@ module, but it can refuse what no worker could resolve, before any trial is spen
   its own list, by every worker before any import;
 - ``function:<name>``: a test function of :mod:`service.problems` (``?dim=`` a positive integer);
 - ``dataset:<name>``: one of :data:`service.problems.DATASETS`;
-- options after ``?`` are finite numbers: ``delay`` (seconds, >= 0), ``noise`` (sd, >= 0),
-  ``dim`` (an integer in [1, MAX_FUNCTION_DIM]).
+- options after ``?`` are finite numbers, each given once: ``delay`` (seconds, >= 0; any
+  kind), ``noise`` (sd, >= 0; functions and data sets), ``dim`` (an integer in
+  [1, MAX_FUNCTION_DIM]; functions). Any other key is refused: a misspelt option would do
+  nothing.
 
 This module imports only :mod:`service.errors` and :mod:`service.problems` (no web stack), so a
 worker can use it.
@@ -36,6 +38,9 @@ FORMS = "'package.module:function', 'function:<name>' or 'dataset:<name>'"
 MODULES_VARIABLE = "BBKB_OBJECTIVE_MODULES"
 #: Options that must be finite and >= 0.
 NONNEGATIVE = ("delay", "noise")
+#: The options each kind of objective reads (an import path's function gets only its inputs).
+OPTIONS = {"function": ("delay", "noise", "dim"), "dataset": ("delay", "noise"),
+           "import": ("delay",)}
 
 
 class ParsedObjective(NamedTuple):
@@ -62,7 +67,7 @@ def parse_objective(spec: str) -> ParsedObjective:
     kind, colon, name = head.partition(":")
     if not colon or not kind or not name:
         _bad(spec, f"expected {FORMS}")
-    options = _options(spec, query)
+    options = _options(spec, query, OPTIONS.get(kind, OPTIONS["import"]))
     if kind == "function":
         if name.strip().lower().replace("-", "_") not in FUNCTIONS:
             _bad(spec, f"unknown test function {name!r}; choose one of {sorted(FUNCTIONS)}")
@@ -78,13 +83,17 @@ def parse_objective(spec: str) -> ParsedObjective:
     return ParsedObjective(kind, name, options)
 
 
-def _options(spec: str, query: str) -> dict[str, float]:
+def _options(spec: str, query: str, known: tuple[str, ...]) -> dict[str, float]:
     try:
         pairs = parse_qsl(query, strict_parsing=bool(query), max_num_fields=20)
     except ValueError as exc:
         _bad(spec, f"options after '?' must be key=number pairs ({exc})")
     options: dict[str, float] = {}
     for key, text in pairs:
+        if key not in known:
+            _bad(spec, f"unknown option {key!r}; this objective takes {', '.join(known)}")
+        if key in options:
+            _bad(spec, f"option {key} is given twice")
         try:
             options[key] = float(text)
         except ValueError:

@@ -18,6 +18,22 @@ def _keys(client) -> tuple[dict, dict]:  # type: ignore[no-untyped-def]
     return ({"Authorization": f"Bearer {alice}"}, {"Authorization": f"Bearer {bob}"})
 
 
+def test_the_scheme_is_case_insensitive_and_a_wrong_one_is_named(database_url, tmp_path):
+    """Before, 'bearer <key>' (RFC 7235: schemes are case-insensitive) was refused, and any
+    other scheme was reported as a missing header."""
+    with app_client(database_url, tmp_path, auth="keys") as client:
+        alice = _keys(client)[0]["Authorization"].removeprefix("Bearer ")
+        for header in (f"bearer {alice}", f"BEARER  {alice} ", f"  Bearer {alice}"):
+            r = client.get("/v1/studies", headers={"Authorization": header})
+            assert r.status_code == 200, (header, r.text)
+        for header, why in (("Basic YWxpY2U6eA==", "scheme 'Basic'"),
+                            (alice, "no scheme"), ("", "missing"),
+                            ("Bearer", "no key after 'Bearer'")):
+            r = client.get("/v1/studies", headers={"Authorization": header})
+            assert r.status_code == 401 and r.json()["field"] == "authorization", r.text
+            assert why in r.json()["detail"] and alice not in r.json()["detail"], r.text
+
+
 def test_a_key_never_sees_another_owners_study(database_url, tmp_path):
     with app_client(database_url, tmp_path, auth="keys") as client:
         assert client.get("/v1/studies").status_code == 401

@@ -190,8 +190,12 @@ def test_good_settings_are_parsed():
 def test_options_must_be_finite_and_delay_and_noise_nonnegative(servers, options, why):
     """Before, ?delay=1e400 (and nan, -1) was stored and every dispatched trial failed with an
     OverflowError (or ValueError) in time.sleep."""
-    for objective in (f"function:branin?{options}", f"dataset:abalone?{options}",
-                      f"mylab.objectives:f?{options}"):
+    from service.objectives import OPTIONS
+
+    key = options.partition("=")[0]
+    for objective in [f"{head}?{options}" for head, kind in (
+            ("function:branin", "function"), ("dataset:abalone", "dataset"),
+            ("mylab.objectives:f", "import")) if key in OPTIONS[kind]]:
         r = _create(servers["mylab"], objective, BOX)
         assert r.status_code == 422 and r.json()["field"] == "objective", r.text
         assert why in r.json()["detail"], r.json()["detail"]
@@ -199,6 +203,19 @@ def test_options_must_be_finite_and_delay_and_noise_nonnegative(servers, options
         r = httpx2.post(f"{servers['mylab']}/v1/studies/{sid}/dispatch",
                         json={"n_evaluations": 1, "objective": objective})
         assert r.status_code == 422 and r.json()["field"] == "objective", r.text
+
+
+@pytest.mark.parametrize("objective, why", [
+    ("function:branin?dealy=0.5", "unknown option 'dealy'"),
+    ("function:branin?delay=1&delay=2", "given twice"),
+    ("dataset:abalone?dim=3", "unknown option 'dim'"),
+    ("mylab.objectives:f?noise=0.1", "unknown option 'noise'")])
+def test_unknown_or_repeated_options_are_refused(servers, objective, why):
+    """Before, a misspelt option (?dealy=0.5) or one the objective never reads (a data set's
+    ?dim=, an import path's ?noise=) was stored and silently did nothing."""
+    r = _create(servers["mylab"], objective, BOX)
+    assert r.status_code == 422 and r.json()["field"] == "objective", r.text
+    assert why in r.json()["detail"], r.json()["detail"]
 
 
 def test_one_grammar_for_the_server_the_workers_and_the_dashboard():
