@@ -233,6 +233,10 @@ class Client:
         if engine is not None and not isinstance(engine, Mapping):
             raise TypeError(f"engine must be a mapping such as {{'strategy': 'bbkb'}}, not "
                             f"{type(engine).__name__} {engine!r:.50}")
+        if isinstance(search_space, Mapping | str | bytes):  # list() would take its keys
+            raise InvalidArgument("must be a list of parameters ([{'name': ..., 'low': ..., "
+                                  f"'high': ...}}, ...]), not a {type(search_space).__name__}",
+                                  "search_space")
         engine = _plain(dict(engine or {}))
         _check_finite(engine, "engine")
         names = list(parameter_names) if parameter_names is not None else _columns(candidates)

@@ -27,9 +27,30 @@ def _serve(args: argparse.Namespace) -> int:
     os.environ.setdefault("BBKB_LOG_FORMAT", "text")  # every app process configures its logs
     os.environ["BBKB_LOG_LEVEL"] = args.log_level
     _check_database()
+    _check_port(args.host, args.port)
     uvicorn.run("service.api.app:create_app", factory=True, host=args.host, port=args.port,
                 workers=args.workers, log_level=args.log_level, access_log=False)
     return 0
+
+
+def _check_port(host: str, port: int) -> None:
+    """Refuse here, in one line, a port another process listens on: uvicorn logs 'Application
+    startup complete', then an ERROR line, and exits 3."""
+    import errno
+    import socket
+
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            hint = "another server? choose --port" if exc.errno == errno.EADDRINUSE else \
+                "check --host"
+            raise SystemExit(f"bbkb serve: cannot listen on {host}:{port}: {exc.strerror or exc}"
+                             f" ({hint})") from None
 
 
 def _check_database() -> None:
@@ -193,6 +214,17 @@ def _port(text: str) -> int:
     return port
 
 
+def _processes(text: str) -> int:
+    """A number of processes, at least 1 (argparse type)."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 process, got {count}")
+    return count
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bbkb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -206,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=env("BBKB_HOST", "127.0.0.1"), help="default: BBKB_HOST")
     serve.add_argument("--port", type=_port, default=env("BBKB_PORT", "8000"),
                        help="default: BBKB_PORT")
-    serve.add_argument("--workers", type=int, default=env("BBKB_API_WORKERS", "1"),
+    serve.add_argument("--workers", type=_processes, default=env("BBKB_API_WORKERS", "1"),
                        help="uvicorn worker processes (default: BBKB_API_WORKERS)")
     serve.add_argument("--no-auth", action="store_true",
                        help="single-user mode: no API keys (BBKB_AUTH=none)")

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from .api.numbers import JsonFloat
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -31,8 +33,8 @@ class Parameter(BaseModel):
 
     name: Annotated[str, Field(min_length=1, max_length=100)]
     type: Literal["float", "int", "categorical"] = "float"
-    low: float | None = None
-    high: float | None = None
+    low: JsonFloat | None = None
+    high: JsonFloat | None = None
     log: bool = False
     choices: list[str | float] | None = Field(default=None, max_length=1000)
 

@@ -84,6 +84,9 @@ def read_npy(data: bytes) -> np.ndarray:
         version = npy_format.read_magic(buffer)
         shape, _, dtype = (npy_format.read_array_header_1_0 if version == (1, 0)
                            else npy_format.read_array_header_2_0)(buffer)
+        if dtype.hasobject:  # pickled Python objects: their size says nothing, never loaded
+            raise Invalid("candidates must be real numbers, got an object array (pickled "
+                          "Python objects); save a float array", field="body")
         declared = math.prod(shape) * dtype.itemsize
         if declared != len(data) - buffer.tell():  # short (np.load fails late) or trailing junk
             raise ValueError(f"its header declares shape {shape} of {dtype} ({declared} bytes) "

@@ -121,8 +121,10 @@ def _check_rows(path: Path, names: list[str] | None) -> None:
                     float(cell)
                 except ValueError:
                     name = f" ({names[column - 1]!r})" if names else ""
+                    hint = "; columns are separated by commas" if width == 1 and any(
+                        separator in cell.strip() for separator in ";\t ") else ""
                     raise ValueError(f"row {data_row}, column {column}{name}: {cell!r} is not "
-                                     f"a number") from None
+                                     f"a number{hint}") from None
 
 
 def _check_names(names: list[str]) -> None:
@@ -244,10 +246,17 @@ def _queue(args: argparse.Namespace) -> int:
     return 1 if state.redis == "unreachable" else 0
 
 
+#: The widest a table cell prints (longer ones end in "..."): one 200-character study name
+#: made every row of ``bbkb study list`` 250 characters wide.
+CELL_WIDTH = 40
+
+
 def _table(rows: list[tuple[str, ...]], indent: str = "") -> None:
     """Print rows as left-aligned columns (the first row: the headers)."""
     if not rows:
         return
+    rows = [tuple(c if len(c) <= CELL_WIDTH else c[: CELL_WIDTH - 3] + "..." for c in row)
+            for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print(indent + "  ".join(cell.ljust(width)

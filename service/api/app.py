@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from sqlalchemy.orm import Session
 from threadpoolctl import threadpool_limits
 
@@ -131,6 +131,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    ui):
         versioned = module.router.prefix.startswith("/v1")
         app.include_router(module.router, responses=errors.RESPONSES if versioned else None)
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        """Whoever opens the server's address gets the dashboard (the API: /v1, /docs)."""
+        return RedirectResponse("/ui/")
     return app
 
 

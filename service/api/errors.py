@@ -53,11 +53,12 @@ def install(app: FastAPI) -> None:
             offset = where[1] if len(where) > 1 else "?"
             reason = first.get("ctx", {}).get("error", "")
             return _json(422, f"malformed JSON at character {offset}: {reason}", "body")
-        if where == ("body",) and kind in ("model_attributes_type", "dict_type"):
+        if where == ("body",) and kind in ("model_attributes_type", "dict_type", "missing"):
             return _json(422, "the body must be a JSON object, sent with Content-Type: "
                               "application/json", "body")
         loc = [str(p) for p in where if p not in ("body", "query", "path")]
-        return _json(422, str(first.get("msg")), ".".join(loc) or None)
+        message = str(first.get("msg")).removeprefix("Value error, ")  # our validators' own
+        return _json(422, message, ".".join(loc) or None)
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:

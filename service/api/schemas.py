@@ -12,8 +12,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..searchspace import Parameter
+from .numbers import JsonFloat, JsonInt, NotBlank
 
-Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$"),
+                NotBlank]
 WorkerId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
 #: An evaluation's result: a JSON number (not a bool or a string) within +-VALUE_LIMIT (the
 #: engine's MAX_MAGNITUDE: it refuses a larger one with a 422).
@@ -48,16 +50,16 @@ class StudyCreate(BaseModel):
     name: Name
     direction: Literal["maximize", "minimize"] = "maximize"
     engine: dict[str, Any] = Field(default_factory=dict)
-    candidates: list[list[float]] | None = Field(
+    candidates: list[list[JsonFloat]] | None = Field(
         default=None, description="Inline candidate matrix (A rows of d numbers).")
     parameter_names: list[Name] | None = Field(
         default=None, description="Column names of an inline or uploaded matrix.")
     search_space: list[Parameter] | None = Field(default=None, min_length=1, max_length=200)
-    n_candidates: int | None = Field(default=None, ge=1, le=10_000_000)
+    n_candidates: JsonInt | None = Field(default=None, ge=1, le=10_000_000)
     upload: bool = Field(default=False, description="Candidates follow as a .npy upload.")
     objective: Annotated[str, Field(max_length=300)] | None = None
-    max_attempts: int = Field(default=3, ge=1, le=100)
-    lease_seconds: float = Field(default=300.0, gt=0, le=7 * 86400, allow_inf_nan=False)
+    max_attempts: JsonInt = Field(default=3, ge=1, le=100)
+    lease_seconds: JsonFloat = Field(default=300.0, gt=0, le=7 * 86400, allow_inf_nan=False)
 
     @field_validator("parameter_names")
     @classmethod
@@ -67,6 +69,17 @@ class StudyCreate(BaseModel):
         if repeated:
             raise ValueError(f"parameter names must be distinct; repeated: {repeated}")
         return names
+
+    @field_validator("search_space")
+    @classmethod
+    def _distinct_parameters(cls, space: list[Parameter] | None) -> list[Parameter] | None:
+        """Named, and by distinct names (checked here, not in Parameter: stored specs load)."""
+        if any(not p.name.strip() for p in space or []):
+            raise ValueError("search space parameter names must not be blank (only spaces)")
+        repeated = sorted(n for n, k in Counter(p.name for p in space or []).items() if k > 1)
+        if repeated:
+            raise ValueError(f"search space parameter names must be unique; repeated: {repeated}")
+        return space
 
     @field_validator("candidates")
     @classmethod
@@ -93,12 +106,8 @@ class StudyCreate(BaseModel):
         if self.n_candidates is not None and self.search_space is None:
             raise ValueError("n_candidates goes with a search_space (that many are sampled); "
                              "inline or uploaded candidates are all used")
-        if self.search_space is not None:
-            if self.n_candidates is None:
-                raise ValueError("a search space needs n_candidates")
-            names = [p.name for p in self.search_space]
-            if len(set(names)) != len(names):
-                raise ValueError("search space parameter names must be unique")
+        if self.search_space is not None and self.n_candidates is None:
+            raise ValueError("a search space needs n_candidates")
         return self
 
 
@@ -152,7 +161,7 @@ class SuggestRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     worker_id: WorkerId
-    count: int = Field(default=1, ge=1, le=10_000)
+    count: JsonInt = Field(default=1, ge=1, le=10_000)
 
 
 class Suggestions(BaseModel):
@@ -199,7 +208,7 @@ class Observation(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    candidate: int = Field(ge=0)
+    candidate: JsonInt = Field(ge=0)
     value: ResultValue
 
 
@@ -263,10 +272,10 @@ class ErrorBody(BaseModel):
 class DispatchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    n_evaluations: int = Field(ge=1, le=10_000_000)
-    parallelism: int = Field(default=8, ge=1, le=10_000)
+    n_evaluations: JsonInt = Field(ge=1, le=10_000_000)
+    parallelism: JsonInt = Field(default=8, ge=1, le=10_000)
     objective: Annotated[str, Field(max_length=300)] | None = None
-    job_timeout: int = Field(default=3600, ge=1, le=7 * 86400)
+    job_timeout: JsonInt = Field(default=3600, ge=1, le=7 * 86400)
 
 
 class DispatchJob(BaseModel):
@@ -290,7 +299,7 @@ class DispatchComplete(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    trial_id: int = Field(ge=1, le=2**62)  # as the paths' TrialId (SQL BIGINT)
+    trial_id: JsonInt = Field(ge=1, le=2**62)  # as the paths' TrialId (SQL BIGINT)
     value: ResultValue
     worker_id: WorkerId
     next: bool = True

@@ -139,6 +139,31 @@ def test_a_bad_port_is_a_usage_error(port: str, why: str) -> None:
         f"bbkb serve: error: argument --port: {why}"), err
 
 
+def test_a_port_in_use_is_one_error_line(tmp_path: Path) -> None:
+    """uvicorn logged 'Application startup complete', then an ERROR, and exited 3."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = bbkb("serve", "--no-auth", "--port", str(port),
+                    env=bbkb_env(BBKB_DATA_DIR=str(tmp_path)))
+    assert done.returncode == 1 and done.stderr.decode() == (
+        f"bbkb serve: cannot listen on 127.0.0.1:{port}: Address already in use (another "
+        "server? choose --port)\n"), done.stderr
+
+
+@pytest.mark.parametrize("workers, why", [("0", "at least 1 process, got 0"),
+                                          ("two", "not a whole number: 'two'")])
+def test_a_bad_number_of_server_processes_is_a_usage_error(workers: str, why: str) -> None:
+    """--workers 0 started one process, silently."""
+    done = bbkb("serve", "--workers", workers, env=bbkb_env())
+    err = done.stderr.decode()
+    assert done.returncode == 2 and err.splitlines()[-1] == (
+        f"bbkb serve: error: argument --workers: {why}"), err
+
+
 def test_an_invalid_log_level_is_one_error_line(tmp_path: Path) -> None:
     done = bbkb("--help", env=bbkb_env(BBKB_LOG_LEVEL="loud"))
     assert done.returncode == 1 and not done.stdout
@@ -256,6 +281,9 @@ def test_optimize_logs_the_true_length_of_an_outage(server, monkeypatch, caplog)
 @pytest.mark.parametrize(("text", "expected"), [
     ("a,b\n1,2\n\n1,2,3\n", "line 4 has 3 columns, expected 2 as in the header"),
     ("1,2\n3,4\n5\n", "line 3 has 1 column, expected 2 as in line 1"),
+    # another separator: its first line reads as a one-column header
+    ("1;2\n3;4\n", "row 1, column 1 ('1;2'): '3;4' is not a number; columns are separated "
+                   "by commas"),
 ])
 def test_a_ragged_csv_names_the_line(tmp_path, capsys, text, expected) -> None:
     path = tmp_path / "ragged.csv"

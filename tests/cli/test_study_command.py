@@ -10,7 +10,7 @@ import pytest
 
 from client import Client
 from service.cli import main
-from service.study_cli import _kernel_line
+from service.study_cli import CELL_WIDTH, _kernel_line, _table
 
 
 @pytest.fixture
@@ -112,3 +112,14 @@ def test_the_kernel_line_of_show_says_where_the_lengthscales_come_from():
         == "lengthscale 4 (start), lam 1"
     assert _kernel_line({"lengthscale": [4.0], "lam": 1.0, "source": None, "fitted_at": 9}) \
         == "lengthscale 4, lam 1"
+
+
+def test_a_long_cell_is_cut_so_that_the_table_stays_readable(capsys):
+    """One 200-character study name made every row of `bbkb study list` 250 characters wide."""
+    long = "a-very-long-study-name-" * 9
+    _table([("id", "name", "status"), ("1", long, "running"), ("2", "short", "paused")])
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) == len("id") + 2 + CELL_WIDTH + 2 + len("running")
+    assert lines[1].split()[1] == long[: CELL_WIDTH - 3] + "..."
+    assert lines[2].split() == ["2", "short", "paused"]
+    assert lines[0].index("status") == lines[1].index("running") == lines[2].index("paused")

@@ -72,6 +72,19 @@ def test_a_matrix_the_server_would_refuse_is_refused_before_any_request(bbkb, ca
     assert bbkb.studies() == []
 
 
+def test_a_search_space_that_is_one_parameter_not_a_list_is_refused(bbkb):
+    """list() of a dict took its keys: 'search_space.0: Input should be a valid dictionary;
+    got 'name''. The CLI's --search-space reaches the same call."""
+    for space in ({"name": "x", "low": 0, "high": 1}, '[{"name": "x"}]'):
+        with pytest.raises(InvalidArgument) as caught:
+            bbkb.create_study("s", search_space=space, n_candidates=10)  # type: ignore[arg-type]
+        assert caught.value.field == "search_space" and "must be a list of parameters" in str(
+            caught.value), caught.value
+    assert bbkb.studies() == []
+    assert bbkb.create_study("s", search_space=({"name": "x", "low": 0, "high": 1},),
+                             n_candidates=10).info.dim == 1
+
+
 def test_wrong_types_and_shapes(bbkb):
     with pytest.raises(TypeError, match="url must be a str or None, not int"):
         Client(123)  # type: ignore[arg-type]

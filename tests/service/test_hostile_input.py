@@ -144,7 +144,9 @@ def test_go_ucb_asked_past_its_first_phase_before_any_result(tmp_path):
     (_npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (9"), "not a readable"),
     (_npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000, 2), }")
      + bytes(64), "declares shape (1000000000000, 2)"),
-], ids=["unclosed-header", "shape-beyond-the-body"])
+    (_npy_header("{'descr': '|O', 'fortran_order': False, 'shape': (1, 2), }") + bytes(155),
+     "got an object array"),  # before: 'declares shape (1, 2) of object (16 bytes) but ...'
+], ids=["unclosed-header", "shape-beyond-the-body", "object-array"])
 def test_npy_headers_are_checked_before_anything_is_allocated(tmp_path, body, message):
     with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
         sid = client.post("/v1/studies", json={"name": "u", "upload": True}).json()["id"]
@@ -338,3 +340,35 @@ def test_a_test_function_without_dim_takes_the_candidates_dimension():
     assert levy.evaluate(0, [1.0, 1.0, 1.0], {}) == pytest.approx(0.0, abs=1e-12)  # its minimum
     assert levy.evaluate(0, [1.0] * 5, {}) == pytest.approx(0.0, abs=1e-12)
     assert levy.evaluate(0, [0.0, 0.0, 0.0], {}) < 0.0  # negated: larger is better
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/studies", {"name": "s", "candidates": [["1"], ["2"]]}, "candidates.0.0"),
+    ("/v1/studies", {"name": "s", "candidates": [[True], [False]]}, "candidates.0.0"),
+    ("/v1/studies", {"name": "s", "n_candidates": "10",
+                     "search_space": [{"name": "x", "low": 0, "high": 1}]}, "n_candidates"),
+    ("/v1/studies", {"name": "s", "n_candidates": 10,
+                     "search_space": [{"name": "x", "low": "0", "high": 1}]},
+     "search_space.0.low"),
+    ("/v1/studies", {"name": "   ", **SPACE}, "name"),
+    ("/v1/studies", {"name": "s", "n_candidates": 10,
+                     "search_space": [{"name": " ", "low": 0, "high": 1}]}, "search_space"),
+    ("/v1/studies", {"name": "s", "n_candidates": 10, "search_space": [
+        {"name": "x", "low": 0, "high": 1}, {"name": "x", "low": 0, "high": 2}]}, "search_space"),
+    ("/v1/studies/{sid}/suggestions", {"worker_id": "w", "count": "2"}, "count"),
+    ("/v1/studies/{sid}/suggestions", {"worker_id": "w", "count": True}, "count"),
+])
+def test_strings_and_booleans_are_not_numbers_and_blank_names_are_refused(tmp_path, path, body,
+                                                                          field):
+    """Pydantic's lax mode turned "1" and true into 1: a candidate matrix of strings, or
+    "count": "2", was accepted; a name of spaces was too. Each is now a 422 naming the field,
+    with the validator's own message (no "Value error, " prefix), and stores nothing."""
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
+        sid = _study(client, "ok")
+        r = client.post(path.format(sid=sid), json=body)
+        assert r.status_code == 422 and r.json()["field"] == field, r.text
+        assert not r.json()["detail"].startswith("Value error"), r.text
+        assert [s["name"] for s in client.get("/v1/studies").json()["studies"]] == ["ok"]
+        assert client.get(f"/v1/studies/{sid}/trials").json()["trials"] == []
+        r = client.post("/v1/studies", content=b"", headers={"content-type": "application/json"})
+        assert r.status_code == 422 and r.json()["field"] == "body", r.text

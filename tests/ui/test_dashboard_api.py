@@ -209,6 +209,16 @@ def test_a_study_page_path_that_is_no_study_id_answers_a_page_saying_so(path, tm
         assert good.status_code == 200 and 'data-study-id="7"' in good.text
 
 
+def test_the_servers_address_leads_to_the_dashboard(tmp_path):
+    """Opening http://host:8000/ after `bbkb serve` was a 404 JSON with no pointer anywhere."""
+    with app_client(f"sqlite:///{tmp_path / 'bbkb.db'}", tmp_path) as http:
+        root = http.get("/", follow_redirects=False)
+        assert root.is_redirect and root.headers["location"] == "/ui/"
+        assert "/" not in http.get("/openapi.json").json()["paths"]  # not part of the API
+        page = http.get("/")
+        assert page.status_code == 200 and 'data-page="studies"' in page.text, page.text[:300]
+
+
 def test_every_script_a_page_loads_is_served_in_order(tmp_path):
     """The pages load plots.js, kernel.js and dashboard.js, in that order (one global scope:
     the last starts the page), and each is served as JavaScript."""
