@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from .errors import NumericalError
 from .kernels import Kernel
+from .nystrom import JITTERS, jittered_cholesky
 
 
 class ExactPosterior:
@@ -45,9 +45,8 @@ class ExactPosterior:
         n = len(self.pulled)
         l_row = self._W[:n, arm].copy()
         d2 = self._kdiag[arm] + self.lam - l_row @ l_row
-        if not d2 > 0.0:
-            raise NumericalError("exact GP Cholesky lost positive definiteness; try a larger lam",
-                                 field="lam")
+        if not d2 > 0.0:  # rounding, with lam far below k(x, x): the least jitter, as the
+            d2 = JITTERS[0] * (self._kdiag[arm] + self.lam)  # Nystrom posterior's Cholesky
         d = np.sqrt(d2)
         k_row = self._kernel(self._X[arm : arm + 1], self._X)[0]
         w = (k_row - l_row @ self._W[:n]) / d
@@ -82,12 +81,8 @@ class ExactPosterior:
             obs_arms = np.asarray(self.pulled)[observed_t_positions]
             K = self._kernel(self._X[obs_arms], self._X[obs_arms])
             K[np.diag_indices_from(K)] += self.lam
-            try:
-                factor = linalg.cho_factor(K, lower=True)
-            except linalg.LinAlgError as exc:
-                raise NumericalError("exact GP Cholesky of the observed arms failed; try a larger"
-                                     " lam", field="lam") from exc
-            alpha = linalg.cho_solve(factor, observed_values)
+            factor = jittered_cholesky(K, "the observed arms' kernel matrix")
+            alpha = linalg.cho_solve((factor, True), observed_values)
             self.mean = self._kernel(self._X, self._X[obs_arms]) @ alpha
 
     def variance(self, idx: np.ndarray) -> np.ndarray:

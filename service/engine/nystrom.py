@@ -67,7 +67,7 @@ def _gram(Z: np.ndarray, weights: np.ndarray, lam: float) -> np.ndarray:
 JITTERS: tuple[float, ...] = (1e-14, 1e-12, 1e-10, 1e-8)
 
 
-def _cholesky(V: np.ndarray, what: str) -> np.ndarray:
+def jittered_cholesky(V: np.ndarray, what: str) -> np.ndarray:
     """Lower Cholesky factor of V, or, where rounding makes V indefinite, of V plus the first of
     :data:`JITTERS` (times its mean diagonal) that is positive definite (GPyTorch's
     psd_safe_cholesky does the same); NumericalError naming lam beyond the last."""
@@ -115,7 +115,7 @@ class NystromPosterior:
         v, Q = linalg.eigh(V)  # V_all >= lam I, so every eigenvalue is >= lam > 0 ...
         v[v < 0.5 * lam] = lam  # ... but for rounding beyond lam (lam / variance 1e-20)
         Zo = embed(candidates[observed_arms])
-        Lo = _cholesky(_gram(Zo, observed_counts.astype(float), lam), "V_obs")
+        Lo = jittered_cholesky(_gram(Zo, observed_counts.astype(float), lam), "V_obs")
         w = linalg.cho_solve((Lo, True), Zo.T @ observed_sums)  # mu(x) = z(x)^T w
         project = (embed.transform @ Q) / np.sqrt(v)  # z'(x) = project^T k_S(x)
         self._scale = v  # z = Q v^1/2 z': ||z||^2 = sum v z'^2, L L^T of before = diag(v)

@@ -7,7 +7,7 @@ import pytest
 
 from service.engine import RBF, Linear, Matern52, NumericalError, Strategy
 from service.engine.exact import ExactPosterior
-from service.engine.nystrom import JITTERS, Embedding, NystromPosterior, _cholesky, _gram
+from service.engine.nystrom import JITTERS, Embedding, NystromPosterior, _gram, jittered_cholesky
 
 from .helpers import exact_posterior, smooth_problem
 
@@ -163,14 +163,14 @@ def test_a_gram_matrix_made_indefinite_by_rounding_gets_jitter_and_a_real_one_a_
     V = _gram(Z, np.ones(3), 1.0)
     with pytest.raises(np.linalg.LinAlgError):
         np.linalg.cholesky(V)
-    L = _cholesky(V, "V_obs")
+    L = jittered_cholesky(V, "V_obs")
     jitter = np.diag(L @ L.T - V)
     assert np.allclose(L @ L.T - V, np.diag(jitter), atol=1e-6 * np.abs(V).max())
     assert 0 < jitter.min() and jitter.max() <= JITTERS[-1] * np.mean(np.diag(V)) * 1.01
     good = _gram(rng.standard_normal((8, 6)), np.ones(8), 0.5)
-    assert np.array_equal(_cholesky(good, "V_obs"), np.linalg.cholesky(good))
+    assert np.array_equal(jittered_cholesky(good, "V_obs"), np.linalg.cholesky(good))
     with pytest.raises(NumericalError) as failed:
-        _cholesky(np.diag([1.0, -1.0]), "V_obs")
+        jittered_cholesky(np.diag([1.0, -1.0]), "V_obs")
     assert failed.value.field == "lam"
 
 
@@ -185,6 +185,31 @@ def test_a_lam_below_float64s_reach_runs_and_restores_exactly(strategy):
     live, rng = Strategy(X, config), np.random.default_rng(0)
     while live.t < 60:
         for selection in live.ask(5):
+            live.tell(selection.t, float(f[selection.arm] + 0.01 * rng.standard_normal()))
+    pending = live.ask(3)
+    mean, sd = live.predict()
+    assert np.isfinite(mean).all() and np.isfinite(sd).all()
+    restored = Strategy.restore(X, live.config, live.state())
+    assert restored.ask(4) == live.ask(4) and len(pending) == 3
+
+
+@pytest.mark.parametrize("strategy", ["gp-ucb", "gp-bucb"])
+@pytest.mark.parametrize("kernel, lam", [
+    ({"name": "rbf", "lengthscale": 3.0, "variance": 1e20}, 1.0),  # failed at t = 37
+    ({"name": "rbf", "lengthscale": 1e30}, 1e-30),  # at t = 2: the ends of the range
+    ({"name": "linear", "variance": 1e30, "offset": 1e30}, 1.0),  # at t = 7
+])
+def test_the_exact_gp_takes_the_same_jitter(strategy, kernel, lam):
+    """The exact GP's Cholesky of the observed arms, and its incremental one at a repeated arm,
+    lost positive definiteness to rounding where lam is far below the kernel's variance: a 422
+    naming lam at every later ask. They now take the Nystrom posterior's least jitter, run to
+    the end with finite predictions, and restore exactly."""
+    X, f = smooth_problem(300, 2)
+    config = {"strategy": strategy, "kernel": kernel, "lam": lam, "seed": 1, "mode": "async",
+              "normalize": "none"}
+    live, rng = Strategy(X, config), np.random.default_rng(0)
+    while live.t < 120:
+        for selection in live.ask(6):
             live.tell(selection.t, float(f[selection.arm] + 0.01 * rng.standard_normal()))
     pending = live.ask(3)
     mean, sd = live.predict()

@@ -109,18 +109,16 @@ def test_a_categorical_choice_must_survive_json(tmp_path):
     {"name": "linear", "variance": 1e30, "offset": 1e30},
 ])
 @pytest.mark.parametrize("strategy", ["bbkb", "gp-ucb", "gp-bucb"])
-def test_extreme_kernels_answer_a_numerical_422_not_a_500(tmp_path, kernel, strategy):
+def test_extreme_kernels_run(tmp_path, kernel, strategy):
     """At the ends of the kernel's range the exact GP's Cholesky of the observed arms failed
-    with a raw LinAlgError; whatever the factorisation does, the answer names lam."""
+    with a raw LinAlgError (a 500), then with a 422 naming lam at every ask; with the least
+    jitter that works (nystrom.JITTERS) every ask is answered."""
     with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
         sid = _study(client, "k", engine={"strategy": strategy, "mode": "async", "seed": 1,
                                           "normalize": "none", "kernel": kernel})
         for step in range(4):
             answer = _ask(client, sid, 6)
-            assert answer.status_code in (200, 422), answer.text
-            if answer.status_code == 422:
-                assert answer.json()["field"] == "lam"
-                break
+            assert answer.status_code == 200 and len(answer.json()["trials"]) == 6, answer.text
             for i, trial in enumerate(answer.json()["trials"]):
                 r = client.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
                                 json={"value": math.sin(step + i)})
