@@ -125,7 +125,9 @@ class TrialPublic(BaseModel):
     lease_expires_at: datetime | None = None
     created_at: datetime | None = None
     completed_at: datetime | None = None
-    error: str | None = None
+    error: str | None = Field(default=None, description=(
+        "The last failure reason or lost lease (\"lease expired (attempt 1)\"), kept when a "
+        "later attempt completes the trial: a record of what happened, not its status."))
 
 
 class StudyPublic(BaseModel):
