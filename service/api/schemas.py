@@ -59,7 +59,9 @@ class StudyCreate(BaseModel):
     upload: bool = Field(default=False, description="Candidates follow as a .npy upload.")
     objective: Annotated[str, Field(max_length=300)] | None = None
     max_attempts: JsonInt = Field(default=3, ge=1, le=100)
-    lease_seconds: JsonFloat = Field(default=300.0, gt=0, le=7 * 86400, allow_inf_nan=False)
+    lease_seconds: JsonFloat = Field(default=300.0, ge=0.1, le=7 * 86400, allow_inf_nan=False,
+                                     description="A lease shorter than this has every trial "
+                                     "reaped before a worker can report it (at least 0.1 s).")
 
     @field_validator("parameter_names")
     @classmethod

@@ -84,6 +84,7 @@ def test_values_beyond_the_engines_range_are_refused_before_they_are_stored(tmp_
     ({"engine": {"kernel": {"name": "linear", "offset": 10**400}}, **SPACE},
      "engine.kernel.offset"),
     ({"engine": {"lam": 10**400}, **SPACE}, "engine.lam"),
+    ({"lease_seconds": 1e-9, **SPACE}, "lease_seconds"),  # every lease expired at once
     ({"engine": {"noise": -10**400}, **SPACE}, "engine.noise"),
     ({"engine": {"strategy": "go-ucb", "fit_restarts": 10**9}, **SPACE}, "engine.fit_restarts"),
     ({"engine": {"strategy": "go-ucb", "goucb_hidden": 10**9}, **SPACE}, "engine.goucb_hidden"),
