@@ -7,6 +7,7 @@ from sqlalchemy import Connection
 
 from service.settings import Settings
 from service.store.database import make_engine
+from service.store.migrate import migration_connection
 from service.store.models import Base
 
 config = context.config
@@ -27,9 +28,11 @@ def run_migrations_online() -> None:
         return
     url = config.get_main_option("sqlalchemy.url") or str(Settings().database_url)
     engine = make_engine(url)
-    with engine.connect() as conn:
-        _run(conn)
-    engine.dispose()
+    try:  # SQLite's foreign keys off: a batch rebuild of studies would empty every other table
+        with migration_connection(engine) as conn:
+            _run(conn)
+    finally:
+        engine.dispose()
 
 
 if context.is_offline_mode():

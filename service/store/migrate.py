@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 import migrations
 
@@ -44,7 +46,17 @@ def downgrade(engine: Engine, revision: str) -> None:
 
 
 def _migrate(engine: Engine, step, revision: str) -> None:  # type: ignore[no-untyped-def]
-    """Run an Alembic command on one connection.
+    """Run an Alembic command on one :func:`migration_connection`."""
+    config = alembic_config()
+    with migration_connection(engine) as conn:
+        config.attributes["connection"] = conn
+        step(config, revision)
+
+
+@contextmanager
+def migration_connection(engine: Engine) -> Iterator[Connection]:
+    """The connection a migration runs on, in a transaction (``bbkb migrate``, and Alembic's
+    own command line through migrations/env.py).
 
     On SQLite, foreign keys are switched off for the migration: Alembic's batch mode rebuilds a
     table by copying it and dropping the original, and with foreign keys on, dropping
@@ -53,7 +65,6 @@ def _migrate(engine: Engine, step, revision: str) -> None:  # type: ignore[no-un
     replicas) migrate one at a time: the later ones then find the schema current (SQLite's
     ``BEGIN IMMEDIATE`` does the same).
     """
-    config = alembic_config()
     with engine.connect() as conn:
         sqlite = conn.dialect.name == "sqlite"
         if sqlite:
@@ -62,8 +73,7 @@ def _migrate(engine: Engine, step, revision: str) -> None:  # type: ignore[no-un
             with conn.begin():
                 if conn.dialect.name == "postgresql":
                     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
-                config.attributes["connection"] = conn
-                step(config, revision)
+                yield conn
         finally:
             if sqlite:
                 conn.connection.driver_connection.execute("PRAGMA foreign_keys=ON")
