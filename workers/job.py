@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import signal
 import socket
@@ -65,12 +66,32 @@ def retry_policy(seconds: float) -> tuple[int, float]:
     return retries, _BACKOFF
 
 
+#: The longest retry budget accepted (a day): far longer, the SDK's retries never end.
+MAX_RETRY_SECONDS = 86400.0
+
+
+def retry_seconds() -> float:
+    """``BBKB_WORKER_RETRY_SECONDS``, or RETRY_SECONDS if unset; ValueError naming it unless a
+    number of seconds in (0, MAX_RETRY_SECONDS] (0, -5 or nan gave no retries at all, so that
+    results no longer survived a server restart; inf an OverflowError)."""
+    text = os.environ.get("BBKB_WORKER_RETRY_SECONDS", "").strip()
+    if not text:
+        return RETRY_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_RETRY_SECONDS:
+        raise ValueError(f"BBKB_WORKER_RETRY_SECONDS must be a number of seconds in (0, "
+                         f"{MAX_RETRY_SECONDS:g}], got {text!r}")
+    return seconds
+
+
 @functools.cache
 def _client() -> Client:
     """One SDK client per worker process: its connections are reused from job to job. Its
     retries ride out a server restart of ``BBKB_WORKER_RETRY_SECONDS`` (60 s to 2 min)."""
-    seconds = float(os.environ.get("BBKB_WORKER_RETRY_SECONDS") or RETRY_SECONDS)
-    retries, backoff = retry_policy(seconds)
+    retries, backoff = retry_policy(retry_seconds())
     return Client(retries=retries, backoff=backoff)
 
 

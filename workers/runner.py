@@ -352,6 +352,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give --redis-url or set BBKB_REDIS_URL")
     if args.processes < 1:
         parser.error(f"--processes must be at least 1, got {args.processes}")
+    import workers.job
+
+    try:
+        workers.job.retry_seconds()
+    except ValueError as exc:
+        print(f"bbkb worker: {exc}", file=sys.stderr)
+        return 1
     if args.processes == 1:
         try:
             work(args.redis_url, burst=args.burst, parent=args.parent)

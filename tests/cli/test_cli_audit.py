@@ -336,6 +336,17 @@ def test_keys_need_a_real_owner_name(capsys, owner: str) -> None:
         assert code == 2 and "an owner name is 1 to 200 printable characters" in err, err
 
 
+@pytest.mark.parametrize("value", ["abc", "inf", "1e400", "-5", "nan", "0", "1e9"])
+def test_a_bad_worker_retry_budget_is_one_error_line(value: str) -> None:
+    """'abc' blamed BBKB_URL, inf and 1e400 raised an OverflowError traceback, and -5, nan or 0
+    gave no retries at all (results then no longer survived an API restart)."""
+    done = bbkb("worker", "--redis-url", "redis://127.0.0.1:1/0",
+                env=bbkb_env(BBKB_WORKER_RETRY_SECONDS=value))
+    assert done.returncode == 1 and done.stderr.decode() == (
+        "bbkb worker: BBKB_WORKER_RETRY_SECONDS must be a number of seconds in (0, 86400], "
+        f"got {value!r}\n"), done.stderr
+
+
 def test_bbkb_worker_takes_the_runners_own_options(capsys) -> None:
     """``bbkb worker`` forwards its arguments to workers.runner (one parser, not two)."""
     code, out, _ = run(capsys, "worker", "--help")

@@ -39,3 +39,21 @@ def test_every_variable_of_the_example_and_the_compose_file_is_in_the_table():
     in_compose = {k for s in ("migrate", "api", "worker") for k in services[s]["environment"]}
     assert in_example and in_compose
     assert (in_example | in_compose) - documented == set()
+
+
+def test_every_worker_setting_reaches_the_compose_workers():
+    """BBKB_WORKER_RETRY_SECONDS was in the table but not passed to the worker containers:
+    setting it in .env did nothing. Every variable the table gives to the workers reaches them
+    (BBKB_URL is the api service's address there; the key file is the worker-key volume's)."""
+    readme = (ROOT / "README.md").read_text().split("\n## Deployment\n", 1)[1]
+    rows = [line.split("|") for line in readme.splitlines() if line.startswith("| `")]
+    variables = {name for row in rows if "worker" in row[3]
+                 for name in re.findall(r"`(BBKB_\w+)`", row[1])}
+    assert "BBKB_WORKER_RETRY_SECONDS" in variables
+    fixed = {"BBKB_URL": "http://api:8000", "BBKB_API_KEY_FILE": None}
+    passed = variables - set(fixed)
+    worker = compose_config(**{v: f"set-{v}" for v in passed})["services"]["worker"]
+    for variable in passed:
+        assert worker["environment"][variable] == f"set-{variable}", variable
+        assert re.search(rf"^#? ?{variable}=", ENV_EXAMPLE.read_text(), re.M), variable
+    assert worker["environment"]["BBKB_URL"] == fixed["BBKB_URL"]
