@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -26,11 +27,23 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ["BBKB_AUTH"] = "none"  # read by every worker process's Settings()
     os.environ.setdefault("BBKB_LOG_FORMAT", "text")  # every app process configures its logs
     os.environ["BBKB_LOG_LEVEL"] = args.log_level
+    port = args.port if args.port is not None else _from_env("BBKB_PORT", "8000", _port)
+    workers = args.workers if args.workers is not None else _from_env(
+        "BBKB_API_WORKERS", "1", _processes)
     _check_database()
-    _check_port(args.host, args.port)
-    uvicorn.run("service.api.app:create_app", factory=True, host=args.host, port=args.port,
-                workers=args.workers, log_level=args.log_level, access_log=False)
+    _check_port(args.host, port)
+    uvicorn.run("service.api.app:create_app", factory=True, host=args.host, port=port,
+                workers=workers, log_level=args.log_level, access_log=False)
     return 0
+
+
+def _from_env(variable: str, default: str, parse):  # type: ignore[no-untyped-def]
+    """A flag's default from ``variable``, parsed as the flag is; a bad value exits in one line
+    naming the variable (as argparse's default it named a flag nobody gave, in a usage error)."""
+    try:
+        return parse(os.environ.get(variable) or default)
+    except argparse.ArgumentTypeError as exc:
+        raise SystemExit(f"bbkb serve: {variable}: {exc}") from None
 
 
 def _check_port(host: str, port: int) -> None:
@@ -236,9 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="run the API server (settings from BBKB_* variables)")
     env = os.environ.get
     serve.add_argument("--host", default=env("BBKB_HOST", "127.0.0.1"), help="default: BBKB_HOST")
-    serve.add_argument("--port", type=_port, default=env("BBKB_PORT", "8000"),
-                       help="default: BBKB_PORT")
-    serve.add_argument("--workers", type=_processes, default=env("BBKB_API_WORKERS", "1"),
+    serve.add_argument("--port", type=_port, help="default: BBKB_PORT, else 8000")
+    serve.add_argument("--workers", type=_processes,
                        help="uvicorn worker processes (default: BBKB_API_WORKERS)")
     serve.add_argument("--no-auth", action="store_true",
                        help="single-user mode: no API keys (BBKB_AUTH=none)")
@@ -341,7 +353,8 @@ def _run(args: argparse.Namespace) -> int:
             raise  # not a setting (the demo's client reading an answer, say)
         error = invalid_argument(exc)
         name = "BBKB_" + (error.field or "").replace(".", "_").upper()
-        raise SystemExit(f"bbkb {args.command}: {name}: {error.detail}") from None
+        detail = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", error.detail)  # URLs' passwords
+        raise SystemExit(f"bbkb {args.command}: {name}: {detail}") from None
     except OperationalError as exc:
         reason = str(exc.orig or exc).strip().splitlines()[0]
         raise SystemExit(f"bbkb {args.command}: cannot use the database: {reason}") from None

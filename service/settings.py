@@ -11,7 +11,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from .logs import check_level
-from .objectives import parse_modules
+from .objectives import MODULES_VARIABLE, parse_modules
 
 
 class Settings(BaseSettings):
@@ -60,17 +60,43 @@ class Settings(BaseSettings):
         """Comma-separated (or a list); each entry a dotted identifier or '*'."""
         if value is not None and not isinstance(value, str | list | tuple):
             raise ValueError("expected comma-separated module prefixes")
-        return parse_modules(value)  # type: ignore[arg-type]
+        try:
+            return parse_modules(value)  # type: ignore[arg-type]
+        except ValueError as exc:  # the error names the setting itself: not twice
+            raise ValueError(str(exc).removeprefix(f"{MODULES_VARIABLE}: ")) from None
 
     @field_validator("database_url")
     @classmethod
     def _database_url(cls, url: str | None) -> str | None:
         """A URL SQLAlchemy can use (a dialect it knows), refused here rather than at connect."""
-        if url is not None:
+        if url is None:
+            return url
+        try:
+            parsed = make_url(url)
+            dialect = parsed.get_dialect()
+        except (ArgumentError, NoSuchModuleError) as exc:
+            raise ValueError(f"not a database URL SQLAlchemy can use: {exc}") from None
+        if parsed.drivername != "postgresql":  # store.database.make_engine: psycopg 3 for it
             try:
-                make_url(url).get_dialect()
-            except (ArgumentError, NoSuchModuleError) as exc:
-                raise ValueError(f"not a database URL SQLAlchemy can use: {exc}") from None
+                dialect.import_dbapi()
+            except ImportError as exc:
+                raise ValueError(f"the driver of {parsed.drivername!r} is not installed "
+                                 f"({exc}); postgresql:// uses psycopg 3, which is") from None
+        return url
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, url: str | None) -> str | None:
+        """A URL redis-py can use (redis://, rediss:// or unix://), refused here rather than
+        with a traceback at the first dispatch; empty: none (dispatch is then off)."""
+        if not url:
+            return None
+        from redis.connection import ConnectionPool
+
+        try:
+            ConnectionPool.from_url(url)
+        except ValueError as exc:  # the URL is not echoed: it may hold a password
+            raise ValueError(f"not a Redis URL: {exc}") from None
         return url
 
     @model_validator(mode="after")

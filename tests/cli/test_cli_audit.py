@@ -117,6 +117,19 @@ def test_bad_settings_and_an_unreachable_database_are_one_line(command: list[str
         assert err.startswith(f"bbkb {command[0]}: BBKB_DATABASE_URL: not a database URL "
                               "SQLAlchemy can use") and reason in err, err
 
+    # a dialect whose driver is not installed was a ModuleNotFoundError traceback at connect,
+    # a malformed Redis URL a ValueError traceback; neither line shows a password
+    for variable, url, reason in (
+            ("BBKB_DATABASE_URL", "postgresql+psycopg2://u:secret@h/db",
+             "the driver of 'postgresql+psycopg2' is not installed"),
+            ("BBKB_REDIS_URL", "notaurl", "not a Redis URL"),
+            ("BBKB_REDIS_URL", "redis://:secret@h:port/0", "not a Redis URL")):
+        done = bbkb(*command, env=bbkb_env(**{variable: url}))
+        err = done.stderr.decode()
+        assert done.returncode == 1 and err.count("\n") == 1, err
+        assert err.startswith(f"bbkb {command[0]}: {variable}: {reason}"), err
+        assert "secret" not in err, err
+
 
 @pytest.mark.parametrize("command", [["migrate"], ["keys", "create", "--owner", "o"],
                                      ["serve", "--port", "0"]])
@@ -152,6 +165,19 @@ def test_a_port_in_use_is_one_error_line(tmp_path: Path) -> None:
     assert done.returncode == 1 and done.stderr.decode() == (
         f"bbkb serve: cannot listen on 127.0.0.1:{port}: Address already in use (another "
         "server? choose --port)\n"), done.stderr
+
+
+@pytest.mark.parametrize("variable, value, why", [
+    ("BBKB_PORT", "abc", "not a port number: 'abc'"),
+    ("BBKB_PORT", "99999", "a port is between 0 and 65535, got 99999"),
+    ("BBKB_API_WORKERS", "0", "at least 1 process, got 0")])
+def test_a_bad_port_or_process_count_from_the_environment_is_one_line(variable: str, value: str,
+                                                                       why: str) -> None:
+    """As argparse defaults they were usage errors (exit 2) naming --port or --workers, which
+    nobody gave; like every BBKB_* setting, they now exit 1 naming the variable."""
+    done = bbkb("serve", "--no-auth", env=bbkb_env(**{variable: value}))
+    assert done.returncode == 1 and done.stderr.decode() == (
+        f"bbkb serve: {variable}: {why}\n"), done.stderr
 
 
 @pytest.mark.parametrize("workers, why", [("0", "at least 1 process, got 0"),
