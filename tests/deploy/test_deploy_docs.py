@@ -57,3 +57,21 @@ def test_every_worker_setting_reaches_the_compose_workers():
         assert worker["environment"][variable] == f"set-{variable}", variable
         assert re.search(rf"^#? ?{variable}=", ENV_EXAMPLE.read_text(), re.M), variable
     assert worker["environment"]["BBKB_URL"] == fixed["BBKB_URL"]
+
+
+def test_every_api_route_is_in_the_readmes_endpoint_table(tmp_path):
+    """The dispatch routes and the dashboard's views were missing from it. Each /v1 route's
+    last fixed segment (``complete``, ``dispatch``, ``summaries``, ...) appears in the table."""
+    from service.api.app import create_app
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("| resource | calls |", 1)[1].split("\n\n", 1)[0]
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", auth="none"))
+    paths = [p for p in app.openapi()["paths"] if p.startswith("/v1/")]
+    assert len(paths) > 20
+    missing = []
+    for path in paths:
+        fixed = [part for part in path.split("/") if part and not part.startswith("{")]
+        if not re.search(rf"[/.]{re.escape(fixed[-1])}\b", table):
+            missing.append(path)
+    assert missing == []
