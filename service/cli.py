@@ -314,9 +314,11 @@ def _quiet_stdout() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """``bbkb ...``: the exit code; errors end it with one line on stderr (SystemExit)."""
     settings_env = os.environ.get
+    log_format = settings_env("BBKB_LOG_FORMAT") or "text"
+    if log_format not in ("text", "json"):  # the workers' too, not only serve's Settings
+        raise SystemExit(f"bbkb: BBKB_LOG_FORMAT: expected text or json, got {log_format!r}")
     try:
-        logs.configure(settings_env("BBKB_LOG_FORMAT", "text"),
-                       settings_env("BBKB_LOG_LEVEL", "info"))
+        logs.configure(log_format, settings_env("BBKB_LOG_LEVEL", "info"))  # type: ignore[arg-type]
     except ValueError as exc:
         raise SystemExit(f"bbkb: BBKB_LOG_LEVEL: {exc}") from None
     parser = build_parser()
