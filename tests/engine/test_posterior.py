@@ -174,23 +174,29 @@ def test_a_gram_matrix_made_indefinite_by_rounding_gets_jitter_and_a_real_one_a_
     assert failed.value.field == "lam"
 
 
-@pytest.mark.parametrize("strategy", ["bbkb", "bkb", "thompson"])
-def test_a_lam_below_float64s_reach_runs_and_restores_exactly(strategy):
-    """lam / kernel variance 1e-20 (async, pending arms leave V_obs rank-deficient) failed at
-    t = 7 with a 422 at every later ask; it now runs, with finite predictions, and a restore
-    replays it exactly."""
-    X, f = smooth_problem(200, 2)
-    config = {"strategy": strategy, "kernel": {"name": "rbf", "lengthscale": 0.3}, "lam": 1e-20,
-              "seed": 0, "mode": "async", "batch_size": 5}
+def _runs_and_restores(X: np.ndarray, f: np.ndarray, config: dict, steps: int,
+                       per_ask: int) -> None:
+    """``steps`` async selections, ``per_ask`` at a time, with noisy values; then finite
+    predictions, and a restore that asks exactly what the live object asks."""
     live, rng = Strategy(X, config), np.random.default_rng(0)
-    while live.t < 60:
-        for selection in live.ask(5):
+    while live.t < steps:
+        for selection in live.ask(per_ask):
             live.tell(selection.t, float(f[selection.arm] + 0.01 * rng.standard_normal()))
     pending = live.ask(3)
     mean, sd = live.predict()
     assert np.isfinite(mean).all() and np.isfinite(sd).all()
     restored = Strategy.restore(X, live.config, live.state())
     assert restored.ask(4) == live.ask(4) and len(pending) == 3
+
+
+@pytest.mark.parametrize("strategy", ["bbkb", "bkb", "thompson"])
+def test_a_lam_below_float64s_reach_runs_and_restores_exactly(strategy):
+    """lam / kernel variance 1e-20 (async, pending arms leave V_obs rank-deficient) failed at
+    t = 7 with a 422 at every later ask; it now runs, with finite predictions, and a restore
+    replays it exactly."""
+    X, f = smooth_problem(200, 2)
+    _runs_and_restores(X, f, {"strategy": strategy, "kernel": {"name": "rbf", "lengthscale": 0.3},
+                              "lam": 1e-20, "seed": 0, "mode": "async", "batch_size": 5}, 60, 5)
 
 
 @pytest.mark.parametrize("strategy", ["gp-ucb", "gp-bucb"])
@@ -205,14 +211,5 @@ def test_the_exact_gp_takes_the_same_jitter(strategy, kernel, lam):
     naming lam at every later ask. They now take the Nystrom posterior's least jitter, run to
     the end with finite predictions, and restore exactly."""
     X, f = smooth_problem(300, 2)
-    config = {"strategy": strategy, "kernel": kernel, "lam": lam, "seed": 1, "mode": "async",
-              "normalize": "none"}
-    live, rng = Strategy(X, config), np.random.default_rng(0)
-    while live.t < 120:
-        for selection in live.ask(6):
-            live.tell(selection.t, float(f[selection.arm] + 0.01 * rng.standard_normal()))
-    pending = live.ask(3)
-    mean, sd = live.predict()
-    assert np.isfinite(mean).all() and np.isfinite(sd).all()
-    restored = Strategy.restore(X, live.config, live.state())
-    assert restored.ask(4) == live.ask(4) and len(pending) == 3
+    _runs_and_restores(X, f, {"strategy": strategy, "kernel": kernel, "lam": lam, "seed": 1,
+                              "mode": "async", "normalize": "none"}, 120, 6)
