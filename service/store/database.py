@@ -57,9 +57,9 @@ def make_engine(url: str, busy_seconds: float = 30.0) -> Engine:
             conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
         return engine
-    if parsed.drivername == "postgresql":
-        url = str(parsed.set(drivername="postgresql+psycopg"))
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    if parsed.drivername == "postgresql":  # psycopg 3; the URL object, since str() of it
+        parsed = parsed.set(drivername="postgresql+psycopg")  # hides the password as ***
+    return create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
 def _enable_wal(cursor, deadline_seconds: float = 30.0) -> None:  # type: ignore[no-untyped-def]

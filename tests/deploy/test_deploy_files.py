@@ -179,3 +179,17 @@ def test_the_api_and_the_workers_get_the_same_objective_modules():
     services = compose_config()["services"]
     for name in ("api", "worker"):
         assert services[name]["environment"].get("BBKB_OBJECTIVE_MODULES") in (None, ""), name
+
+
+def test_the_compose_database_url_keeps_its_password():
+    """make_engine turned postgresql:// into postgresql+psycopg:// through str() of the URL,
+    which SQLAlchemy 2 renders with the password as '***': the api and migrate containers
+    would have logged in with the wrong password (the tests' embedded server trusts any)."""
+    from service.store.database import make_engine
+
+    url = compose_config(POSTGRES_PASSWORD="s3cret")["services"]["api"]["environment"][
+        "BBKB_DATABASE_URL"]
+    assert url.startswith("postgresql://") and ":s3cret@" in url
+    engine = make_engine(url)
+    assert (engine.url.drivername, engine.url.password) == ("postgresql+psycopg", "s3cret")
+    engine.dispose()
