@@ -11,10 +11,11 @@ module, but it can refuse what no worker could resolve, before any trial is spen
   its own list, by every worker before any import;
 - ``function:<name>``: a test function of :mod:`service.problems` (``?dim=`` a positive integer);
 - ``dataset:<name>``: one of :data:`service.problems.DATASETS`;
-- options after ``?`` are finite numbers, each given once: ``delay`` (seconds, >= 0; any
-  kind), ``noise`` (sd, >= 0; functions and data sets), ``dim`` (an integer in
-  [1, MAX_FUNCTION_DIM]; functions). Any other key is refused: a misspelt option would do
-  nothing.
+- options after ``?`` are finite numbers: ``delay`` (seconds, >= 0; any kind), ``noise``
+  (sd, >= 0; functions and data sets), ``dim`` (an integer in [1, MAX_FUNCTION_DIM];
+  functions). A new objective (``strict``: a study or dispatch request) gives each once and no
+  other key: a misspelt option would do nothing. Stored ones are read as before these checks
+  (other keys ignored, the last of a repeated one), so that no stored study stops working.
 
 This module imports only :mod:`service.errors` and :mod:`service.problems` (no web stack), so a
 worker can use it.
@@ -57,17 +58,17 @@ class ParsedObjective(NamedTuple):
         return self.name.partition(":")[0] if self.kind == "import" else None
 
 
-def parse_objective(spec: str) -> ParsedObjective:
+def parse_objective(spec: str, *, strict: bool = False) -> ParsedObjective:
     """Take ``spec`` apart; ValueError (``"objective '<spec>': <why>"``) if no worker could
-    resolve it. Says nothing about whether an import path's module is allowed
-    (:func:`check_module`)."""
+    resolve it, or, if ``strict``, if it gives an option twice or one its kind does not read.
+    Says nothing about whether an import path's module is allowed (:func:`check_module`)."""
     if not isinstance(spec, str):
         raise ValueError(f"objective {spec!r}: expected a string, {FORMS}")
     head, _, query = spec.partition("?")
     kind, colon, name = head.partition(":")
     if not colon or not kind or not name:
         _bad(spec, f"expected {FORMS}")
-    options = _options(spec, query, OPTIONS.get(kind, OPTIONS["import"]))
+    options = _options(spec, query, OPTIONS.get(kind, OPTIONS["import"]) if strict else None)
     if kind == "function":
         if name.strip().lower().replace("-", "_") not in FUNCTIONS:
             _bad(spec, f"unknown test function {name!r}; choose one of {sorted(FUNCTIONS)}")
@@ -83,16 +84,17 @@ def parse_objective(spec: str) -> ParsedObjective:
     return ParsedObjective(kind, name, options)
 
 
-def _options(spec: str, query: str, known: tuple[str, ...]) -> dict[str, float]:
+def _options(spec: str, query: str, known: tuple[str, ...] | None) -> dict[str, float]:
+    """The options as numbers; with ``known``, each once and none other."""
     try:
         pairs = parse_qsl(query, strict_parsing=bool(query), max_num_fields=20)
     except ValueError as exc:
         _bad(spec, f"options after '?' must be key=number pairs ({exc})")
     options: dict[str, float] = {}
     for key, text in pairs:
-        if key not in known:
+        if known is not None and key not in known:
             _bad(spec, f"unknown option {key!r}; this objective takes {', '.join(known)}")
-        if key in options:
+        if known is not None and key in options:
             _bad(spec, f"option {key} is given twice")
         try:
             options[key] = float(text)
@@ -163,11 +165,12 @@ def check_module(parsed: ParsedObjective, spec: str, allowed: Iterable[str],
         "server and on the workers")
 
 
-def check_objective(spec: str, modules: Iterable[str]) -> None:
+def check_objective(spec: str, modules: Iterable[str], *, new: bool = False) -> None:
     """Raise :class:`Invalid` (field ``objective``) if no worker could resolve ``spec`` or if its
-    module is not in ``modules`` (the server's ``Settings.objective_modules``)."""
+    module is not in ``modules`` (the server's ``Settings.objective_modules``); a ``new`` one (a
+    request's, not a stored one) is parsed ``strict``."""
     try:
-        check_module(parse_objective(spec), spec, modules)
+        check_module(parse_objective(spec, strict=new), spec, modules)
     except ValueError as exc:
         _refuse(str(exc))
 

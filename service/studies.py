@@ -55,7 +55,7 @@ def build_spec(request: StudyCreate, dim: int | None, objective_modules: tuple[s
                           field="parameter_names")
         parameters = {"kind": "matrix", "names": names}
     if request.objective is not None:
-        check_objective(request.objective, objective_modules)
+        check_objective(request.objective, objective_modules, new=True)
     return {"direction": request.direction, "engine": config.to_dict(),
             "parameters": parameters, "objective": request.objective,
             "max_attempts": request.max_attempts, "lease_seconds": request.lease_seconds}

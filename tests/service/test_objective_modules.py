@@ -212,10 +212,22 @@ def test_options_must_be_finite_and_delay_and_noise_nonnegative(servers, options
     ("mylab.objectives:f?noise=0.1", "unknown option 'noise'")])
 def test_unknown_or_repeated_options_are_refused(servers, objective, why):
     """Before, a misspelt option (?dealy=0.5) or one the objective never reads (a data set's
-    ?dim=, an import path's ?noise=) was stored and silently did nothing."""
+    ?dim=, an import path's ?noise=) was stored and silently did nothing. New objectives (a
+    study's, a dispatch's) are refused; stored ones still parse as before (ignored keys, the
+    last of a repeated one), so that a study stored with one keeps working."""
+    from service.objectives import parse_objective
+
     r = _create(servers["mylab"], objective, BOX)
     assert r.status_code == 422 and r.json()["field"] == "objective", r.text
     assert why in r.json()["detail"], r.json()["detail"]
+    sid = _create(servers["mylab"], "function:branin", BOX).json()["id"]
+    r = httpx2.post(f"{servers['mylab']}/v1/studies/{sid}/dispatch",
+                    json={"n_evaluations": 1, "objective": objective})
+    assert r.status_code == 422 and why in r.json()["detail"], r.text
+    with pytest.raises(ValueError, match=why):
+        parse_objective(objective, strict=True)
+    keys = {pair.partition("=")[0] for pair in objective.partition("?")[2].split("&")}
+    assert set(parse_objective(objective).options) == keys  # as stored studies read it
 
 
 def test_one_grammar_for_the_server_the_workers_and_the_dashboard():

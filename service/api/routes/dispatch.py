@@ -50,7 +50,7 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
     objective = body.objective or study.spec.get("objective")
     if not objective:
         raise Invalid(f"an objective {FORMS} is needed", field="objective")
-    check_objective(objective, settings.objective_modules)
+    check_objective(objective, settings.objective_modules, new=body.objective is not None)
     if study.n_candidates:  # (none yet: the dispatch waits for the upload, which checks)
         check_fits(objective, study.n_candidates, study.dim)
     if request.app.state.dispatcher is None:
