@@ -35,8 +35,9 @@ def run_migrations_online() -> None:
         engine.dispose()
 
 
-if context.is_offline_mode():
-    context.configure(url=config.get_main_option("sqlalchemy.url"),
+if context.is_offline_mode():  # `alembic ... upgrade head --sql`: the SQL, not run
+    context.configure(url=config.get_main_option("sqlalchemy.url")
+                      or str(Settings().database_url),
                       target_metadata=target_metadata, literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()

@@ -64,14 +64,15 @@ def create_key(session: Session, owner_name: str) -> str:
 
 def authenticate(session: Session, authorization: str | None) -> int:
     """Owner id of a ``Bearer <token>`` header, or 401."""
-    scheme, _, token = (authorization or "").strip().partition(" ")
+    scheme, token = [*(authorization or "").split(None, 1), "", ""][:2]  # any whitespace
     token = token.strip()
     if not scheme:
         raise Unauthorized("missing 'Authorization: Bearer <api key>' header",
                            field="authorization")
     if scheme.lower() != "bearer" or not token:  # schemes are case-insensitive (RFC 7235)
+        named = scheme.isalpha() and len(scheme) <= 20  # a scheme's name, never a key
         why = ("no key after 'Bearer'" if scheme.lower() == "bearer" else
-               "no scheme" if not token else f"scheme {scheme!r}")  # never echo a key
+               "no scheme" if not token or not named else f"scheme {scheme!r}")
         raise Unauthorized(f"the Authorization header must be 'Bearer <api key>' ({why})",
                            field="authorization")
     key = session.scalars(select(ApiKey).where(

@@ -60,8 +60,9 @@ def _check_port(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as exc:
-            hint = "another server? choose --port" if exc.errno == errno.EADDRINUSE else \
-                "check --host"
+            hint = {errno.EADDRINUSE: "another server? choose --port",
+                    errno.EACCES: "a port below 1024 needs privileges: choose --port"}.get(
+                exc.errno, "check --host")
             raise SystemExit(f"bbkb serve: cannot listen on {host}:{port}: {exc.strerror or exc}"
                              f" ({hint})") from None
 
@@ -355,7 +356,10 @@ def _run(args: argparse.Namespace) -> int:
             raise  # not a setting (the demo's client reading an answer, say)
         error = invalid_argument(exc)
         name = "BBKB_" + (error.field or "").replace(".", "_").upper()
-        detail = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", error.detail)  # URLs' passwords
+        detail = error.detail
+        if error.field in ("database_url", "redis_url"):  # their passwords are not echoed
+            detail = re.sub(r"(://[^:/\s]*:).*@", r"\1***@", detail.rsplit("; got ", 1)[0])
+            detail = re.sub(r"(password=)[^&\s'\"]*", r"\1***", detail, flags=re.I)
         raise SystemExit(f"bbkb {args.command}: {name}: {detail}") from None
     except OperationalError as exc:
         reason = str(exc.orig or exc).strip().splitlines()[0]

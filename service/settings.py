@@ -65,6 +65,12 @@ class Settings(BaseSettings):
         except ValueError as exc:  # the error names the setting itself: not twice
             raise ValueError(str(exc).removeprefix(f"{MODULES_VARIABLE}: ")) from None
 
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _log_format(cls, value: object) -> object:
+        """Empty (``BBKB_LOG_FORMAT=``) is unset, as the ``bbkb`` command reads it."""
+        return None if value == "" else value
+
     @field_validator("database_url")
     @classmethod
     def _database_url(cls, url: str | None) -> str | None:

@@ -190,12 +190,15 @@ def test_a_bad_number_of_server_processes_is_a_usage_error(workers: str, why: st
         f"bbkb serve: error: argument --workers: {why}"), err
 
 
-def test_an_invalid_log_format_is_one_error_line() -> None:
-    """Only serve refused it (through Settings); bbkb worker fell back to text in silence."""
+def test_an_invalid_log_format_is_one_error_line(tmp_path: Path) -> None:
+    """Only serve refused it (through Settings); bbkb worker fell back to text in silence. An
+    empty one is unset for every command (Settings refused it, the worker took it as text)."""
     for command in (["worker", "--redis-url", "redis://127.0.0.1:1/0"], ["--help"]):
         done = bbkb(*command, env=bbkb_env(BBKB_LOG_FORMAT="xml"))
         assert done.returncode == 1 and not done.stdout
         assert done.stderr.decode() == "bbkb: BBKB_LOG_FORMAT: expected text or json, got 'xml'\n"
+    done = bbkb("migrate", env=bbkb_env(BBKB_LOG_FORMAT="", BBKB_DATA_DIR=str(tmp_path)))
+    assert done.returncode == 0, done.stderr
 
 
 def test_an_invalid_log_level_is_one_error_line(tmp_path: Path) -> None:

@@ -23,11 +23,13 @@ def test_the_scheme_is_case_insensitive_and_a_wrong_one_is_named(database_url, t
     other scheme was reported as a missing header."""
     with app_client(database_url, tmp_path, auth="keys") as client:
         alice = _keys(client)[0]["Authorization"].removeprefix("Bearer ")
-        for header in (f"bearer {alice}", f"BEARER  {alice} ", f"  Bearer {alice}"):
+        for header in (f"bearer {alice}", f"BEARER  {alice} ", f"  Bearer {alice}",
+                       f"Bearer\t{alice}"):
             r = client.get("/v1/studies", headers={"Authorization": header})
             assert r.status_code == 200, (header, r.text)
         for header, why in (("Basic YWxpY2U6eA==", "scheme 'Basic'"),
                             (alice, "no scheme"), ("", "missing"),
+                            (f"{alice} x", "no scheme"),  # the key is not echoed as a scheme
                             ("Bearer", "no key after 'Bearer'")):
             r = client.get("/v1/studies", headers={"Authorization": header})
             assert r.status_code == 401 and r.json()["field"] == "authorization", r.text

@@ -64,13 +64,20 @@ def _app(database_url: str, tmp_path: Path) -> TestClient:
                                           data_dir=tmp_path, auto_migrate=False)))
 
 
-def _alembic(database_url: str, *arguments: str) -> None:
-    """Alembic's command line, as migrations/alembic.ini documents it."""
+def _alembic(database_url: str, *arguments: str) -> str:
+    """Alembic's command line, as migrations/alembic.ini documents it; its output."""
     ini = Path(__file__).resolve().parents[2] / "migrations" / "alembic.ini"
     done = subprocess.run([sys.executable, "-m", "alembic", "-c", str(ini), *arguments],
                           env=os.environ | {"BBKB_DATABASE_URL": database_url},
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_alembic_offline_mode_prints_the_migrations_sql(database_url):
+    """`upgrade head --sql` failed: offline mode read only the ini's sqlalchemy.url."""
+    sql = _alembic(database_url, "upgrade", "head", "--sql")
+    assert "CREATE TABLE studies" in sql and f"'{head()}'" in sql
 
 
 @pytest.mark.parametrize("via", ["bbkb", "alembic"])
