@@ -542,7 +542,7 @@ from literature import make_problem as literature_problem
 from tqdm import tqdm
 
 import service.engine.strategy as strategy_module
-from service.engine import Strategy, autokernel
+from service.engine import Strategy, autokernel, portfolio
 from service.engine.hyperparameters import Hyperparameters, Prior, bic_penalty, fit
 from service.engine.normalize import choose_scaling
 from service.engine.spacing import rms_distance
@@ -595,6 +595,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="run only these configurations (e.g. auto ls=4)")
     p.add_argument("--smoothing", type=float, default=None,
                    help="auto's lengthscale factor (default: the engine's SMOOTHING; 1 = the MAP)")
+    p.add_argument("--floor-factors", type=float, nargs="+", default=None, metavar="F",
+                   help="the floor's portfolio (portfolio.FLOOR_FACTORS; 1 alone: without it)")
+    p.add_argument("--floor-exploration", type=float, default=None, metavar="C",
+                   help="UCB1's constant of the floor's portfolio (portfolio.FLOOR_EXPLORATION)")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "hyper")
     p.add_argument("--placebo", action="store_true",
                    help="shuffle the values of every candidate but the best (seeded): what a "
@@ -751,6 +755,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.smoothing is not None:
         autokernel.SMOOTHING = args.smoothing  # after_fit's, read at each fit
+    if args.floor_factors is not None:  # read at each opening on the floor
+        portfolio.FLOOR_FACTORS = tuple(args.floor_factors)
+    if args.floor_exploration is not None:
+        portfolio.FLOOR_EXPLORATION = args.floor_exploration
     configs = configurations(args)
     mark = min(2000, args.T)
     rows, records = [], []
