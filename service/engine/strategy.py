@@ -45,6 +45,7 @@ from .hyperparameters import Hyperparameters, Prior, fit, smoothest_factor, subs
 from .kernels import PARAMETER_RANGE, Kernel, check_lengthscales, make_kernel
 from .normalize import choose_scaling
 from .nystrom import NystromPosterior
+from . import portfolio as portfolio_module
 from .portfolio import next_portfolio, rank_quantiles
 from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Records, Selection
 from .rules import (
@@ -489,6 +490,8 @@ class Strategy:
         self._values = self._value_scaling(observed)
         self._posterior = self._build_posterior(pulled, observed)
         self._selector, self._rule = self._components(b, start)
+        if self._hyper.portfolio is not None and self._hyper.portfolio.exploring:
+            self._rule = FixedSizeRule(1, "portfolio")  # a trial of a factor: one evaluation
         proposed = self._proposed_before_fit(start, pulled)
         if proposed is not None:
             self._rule = UntilRepeatRule(self._rule)
@@ -644,12 +647,13 @@ class Strategy:
         then, on the floor, the multiple of it the portfolio chooses (:mod:`.portfolio`;
         strategies with a dictionary: the exact GP's would refactorise at each switch)."""
         state = self._refit(b, start, dictionary, self._hyper.base)
-        if state.source != "floor" or self.config.strategy in _EXACT or not self._fits_kernel:
+        observed = self._masks(start, b)[1]
+        if state.source != "floor" or self.config.strategy in _EXACT or not self._fits_kernel \
+                or np.count_nonzero(observed) < portfolio_module.FLOOR_PORTFOLIO_OBSERVATIONS:
             return state if state.portfolio is None else replace(state, portfolio=None)
         last = self._hyper.portfolio  # credited with its batch's values that arrived
         rewards = np.zeros(0)
         if last is not None:
-            observed = self._masks(start, b)[1]
             values = self._records.value[:start][observed]
             own = values[self._records.batch[:start][observed] == b - 1]
             rewards = rank_quantiles(own, values)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from service.engine import EngineConfig, Strategy
+from service.engine import portfolio as portfolio_module
 from service.engine.autokernel import KernelState
 from service.engine.errors import ConfigError
 from service.engine.portfolio import (
@@ -70,6 +71,12 @@ def test_kernel_state_round_trip_and_malformed_portfolios():
         KernelState.from_dict({**state.to_dict(), "portfolio": [1, 2]})
 
 
+@pytest.fixture
+def early_portfolio(monkeypatch):  # type: ignore[no-untyped-def]
+    """The portfolio from the 20th value on (300 by default): short runs reach it."""
+    monkeypatch.setattr(portfolio_module, "FLOOR_PORTFOLIO_OBSERVATIONS", 20)
+
+
 def _sparse_problem(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """300 uniform candidates in 20 d (the floor exceeds half the RMS distance: the kernel
     starts on it, :data:`autokernel.FLOOR_START_RATIO`) and values in [0, 1] without a
@@ -85,14 +92,21 @@ def _run(strategy: Strategy, f: np.ndarray, steps: int, seed: int = 0) -> None:
             strategy.tell(sel.t, float(f[sel.arm] + 0.01 * rng.standard_normal()))
 
 
-def test_on_the_floor_each_batch_runs_on_a_multiple_of_it_and_credits_its_values():
+def test_on_the_floor_each_batch_runs_on_a_multiple_of_it_and_credits_its_values(
+        early_portfolio):
     X, f = _sparse_problem()
     strategy = Strategy(X, EngineConfig(strategy="bbkb", noise=0.01, seed=3, mode="sync"))
-    _run(strategy, f, 200)
+    _run(strategy, f, 300)
     floor = strategy._neighbour_lengthscale()
     states = [KernelState.from_dict(b.hyperparameters) for b in strategy.batches]
-    on_floor = [s for s in states if s.source == "floor"]
-    assert len(on_floor) >= 10 and all(s.portfolio is not None for s in on_floor)
+    # before 20 values the floor itself, then the portfolio's multiple of it
+    starts = [b.start for b in strategy.batches]
+    observed = [int(np.sum(strategy.records["status"][:t] == 1)) for t in starts]
+    on_floor = [s for s, n in zip(states, observed, strict=True) if s.source == "floor"]
+    assert all((s.portfolio is None) == (n < 20) for s, n in zip(states, observed, strict=True)
+               if s.source == "floor")
+    on_floor = [s for s in on_floor if s.portfolio is not None]
+    assert len(on_floor) >= 10
     assert all(s.portfolio is None for s in states if s.source != "floor")
     for state in on_floor:  # the rules' state is the floor; the batch runs on its multiple
         assert state.base.lengthscale == pytest.approx((floor,))
@@ -111,11 +125,14 @@ def test_on_the_floor_each_batch_runs_on_a_multiple_of_it_and_credits_its_values
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("strategy", ["bbkb", "bkb", "thompson"])
-def test_a_restore_on_the_floor_proposes_what_the_live_strategy_would(strategy, mode):
+def test_a_restore_on_the_floor_proposes_what_the_live_strategy_would(strategy, mode,
+                                                                    early_portfolio):
     X, f = _sparse_problem(seed=1)
     cfg = EngineConfig(strategy=strategy, noise=0.01, seed=7, mode=mode, batch_size=3)
     live = Strategy(X, cfg)
     rng = np.random.default_rng(4)
+    for sel in random_history(live, f, rng, steps=120):  # past the portfolio's start
+        live.tell(sel.t, float(f[sel.arm]))
     for _ in range(3):
         pending = random_history(live, f, rng, steps=40)
         assert live.hyperparameters.portfolio is not None
@@ -127,7 +144,7 @@ def test_a_restore_on_the_floor_proposes_what_the_live_strategy_would(strategy, 
     assert factors == set(FLOOR_FACTORS)
 
 
-def test_the_exact_gp_strategies_and_fixed_kernels_have_no_portfolio():
+def test_the_exact_gp_strategies_and_fixed_kernels_have_no_portfolio(early_portfolio):
     X, f = _sparse_problem()
     for cfg in (EngineConfig(strategy="gp-bucb", noise=0.01, seed=1),
                 EngineConfig(strategy="bbkb", noise=0.01, seed=1,
