@@ -146,6 +146,50 @@ a good seed (0) the first kept fit (53 arms, 6.35, 4.4 nats) is raised by smooth
 4x to 25, where the likelihood of UCB's few arms is flat. The same session, the centred rows
 at 10^4: rastrigin20 auto 0.0391 against ls=2 0.0010 (37.5x, 10 seeds; neither has regret after
 t = 2000), rastrigin100 auto 0.889 against ls=2.5 0.0001 (9200x, 5 seeds).
+Session 27 tried the one signal the likelihood leaves, the values: a portfolio of bandwidths
+while the kernel sits on the floor (``source: floor``). Each batch opening there ran its batch
+on ``factor x floor``, the factor chosen by UCB1 (constant c) on the rank quantile of each value
+among all values observed so far (the regret is cumulative: what such a bandit minimises). It
+was built into the engine, persisted with each batch and restore-exact (commits 8d3c653 and
+1d34b5c, reverted; at either, ``--floor-factors 1`` turns it off and ``--floor-exploration``
+sets c). Not kept: it cannot pass Levy-20. Figures (mean RR at T = 2000, auto only;
+"off" = the engine as it is, the same seeds)::
+
+    variant (seeds)                      powell50-  rastr100-  styb20   levy20   rastr20  rastr100
+                                         shifted    shifted                      (centre) (centre)
+    off (10)                             0.1595     0.0191     0.0736   0.0223   0.196    0.910
+    {0.5, 1, 2}, c 0.5, ranks redone (10) 0.0551     0.0267     0.2467   0.0174   0.0163   0.0201
+    {1, 2}, same (10)                    0.0679     0.0207     0.0623   0.0239   0.274    0.895
+    {0.75, 1, 2}, same (10)              0.0657     0.0150     0.0775   0.0227   0.0168   -
+    {1, 2} in turn, no bandit (10)       0.0754     0.0204     0.3275   0.0476   0.658    -
+    engine {1, 2}, c 0.5 (30)            0.0727     -          0.147    0.0267
+    + from 300 values on (30)            0.0571     -          0.0723   0.0293
+    + c 0.2 (30)                         0.0567     -          0.0723   0.0261
+    + c 0.5, one-evaluation trials (30)  0.0566     -          0.0782   0.0269
+    off (30)                             0.1356     0.0184     0.0709   0.0223 (10)
+
+(best fixed: powell50-shifted ls=16 0.0794, rastrigin100-shifted ls=8 0.0155, styblinski20
+ls=4 0.0635, levy20 ls=4 0.0213, rastrigin20 ls=2 0.0047, rastrigin100 ls=2.5 0.0005. "ranks
+redone": a prototype wrapping ``Strategy._refit`` that re-ranked every value at each opening;
+the engine ranks a batch's values once, when the next opening credits them. Also with {1, 2},
+10 seeds: rastrigin20-shifted 0.0107 -> 0.0105, levy20-shifted 0.0182 -> 0.0178,
+styblinski20-shifted 0.0443 -> 0.0328, powell50 0.1515 -> 0.1520, f1 0.0094 -> 0.0074; the
+six issue problems do not reach the floor and were unchanged, 30 seeds: Abalone 0.1147, Cadata
+0.0057, Branin 0.0250, Levy 0.0362, Hartmann-6 0.0452 against 0.0451.)
+The bandit finds Powell-52's longer bandwidth (-28% against ls=16 from 300 values on) and
+avoids 2x on Levy-20 (its batches there draw values of rank 0.005-0.07), but every try of a
+wrong factor is paid in regret: on Levy-20 an evaluation at regret ~1 adds 1 / (T x gap) =
+0.0011 to the ratio, 5% of the best bandwidth's 0.0213, and auto on the floor is already +4.7%
+(0.0223). 2x gets 6-13 evaluations at c = 0.5, 5-6 at c = 0.2 (its one forced batch) and 6-8
+as single-evaluation trials: +17% to +31%. Shorter factors (0.5, 0.75) reach the centred Rastrigins and
+rastrigin100-shifted, but UCB at half the floor repeats the incumbent, whose values rank high,
+and trapped Styblinski-Tang-20 (0.2467); from the start, batches at 2x (clustered at the
+incumbent) had early fits kept that left the floor for good (Styblinski-Tang-20 seeds 8, 10,
+12: 0.53-0.70), hence the start at 300 values (after which Levy-20 seed 5 still left it:
+0.0548 against 0.0221). A fixed alternation (no bandit) is worse everywhere. The rows "from
+300" and "c 0.2" are 1d34b5c without its single-evaluation trials. Commands (at 1d34b5c): ``--T 2000 --seeds 30 --problems
+powell50-shifted styblinski20 levy20 --only auto --no-ard`` with ``--floor-factors 1 2`` and
+``--floor-exploration 0.2``.
 
 A small budget (session 26, T = 200, 30 seeds, ``--T 200 --seeds 30 --problems abalone cadata
 hartmann6 branin levy branin10 --lengthscales 0.5 1 2 4 8 16 --no-ard``; README's figure
@@ -542,7 +586,7 @@ from literature import make_problem as literature_problem
 from tqdm import tqdm
 
 import service.engine.strategy as strategy_module
-from service.engine import Strategy, autokernel, portfolio
+from service.engine import Strategy, autokernel
 from service.engine.hyperparameters import Hyperparameters, Prior, bic_penalty, fit
 from service.engine.normalize import choose_scaling
 from service.engine.spacing import rms_distance
@@ -595,10 +639,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="run only these configurations (e.g. auto ls=4)")
     p.add_argument("--smoothing", type=float, default=None,
                    help="auto's lengthscale factor (default: the engine's SMOOTHING; 1 = the MAP)")
-    p.add_argument("--floor-factors", type=float, nargs="+", default=None, metavar="F",
-                   help="the floor's portfolio (portfolio.FLOOR_FACTORS; 1 alone: without it)")
-    p.add_argument("--floor-exploration", type=float, default=None, metavar="C",
-                   help="UCB1's constant of the floor's portfolio (portfolio.FLOOR_EXPLORATION)")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "hyper")
     p.add_argument("--placebo", action="store_true",
                    help="shuffle the values of every candidate but the best (seeded): what a "
@@ -755,10 +795,6 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.smoothing is not None:
         autokernel.SMOOTHING = args.smoothing  # after_fit's, read at each fit
-    if args.floor_factors is not None:  # read at each opening on the floor
-        portfolio.FLOOR_FACTORS = tuple(args.floor_factors)
-    if args.floor_exploration is not None:
-        portfolio.FLOOR_EXPLORATION = args.floor_exploration
     configs = configurations(args)
     mark = min(2000, args.T)
     rows, records = [], []

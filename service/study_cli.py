@@ -299,9 +299,6 @@ def _kernel_line(hyperparameters: dict[str, Any]) -> str:
             if len(lengthscale) <= 8
             else f"{len(lengthscale)} lengthscales, {min(lengthscale):.3g} to "
                  f"{max(lengthscale):.3g}")
-    portfolio = hyperparameters.get("portfolio")
-    if source and portfolio:  # a multiple of the floor (service/engine/portfolio.py)
-        source += f" x{portfolio['factor']:g}"
     if source:
         fitted_at = hyperparameters.get("fitted_at") or 0
         line += f" ({source}" + (f", last refit at {fitted_at} observations"

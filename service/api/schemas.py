@@ -250,11 +250,7 @@ class BatchPublic(BaseModel):
         "smoothing, what the next refit divides the kernel's lengthscales by to start from "
         "(where source is fit, the kernel's over the kept fit's; null without a kept fit; "
         "absent in batches stored before it was recorded, where it was "
-        "1.25), and portfolio: on the floor (strategies with a dictionary), the bandit that "
-        "chose the multiple of the floor the batch runs on (factor, factors, and per factor the "
-        "values credited and the sum of their rank quantiles, rewards); null elsewhere, absent "
-        "in batches stored before it; null in batches stored before any of this was "
-        "recorded.")
+        "1.25); null in batches stored before any of this was recorded.")
     open_seconds: float | None = Field(description="Opening the batch: dictionary sampling, "
                                        "kernel refit and posterior build.")
     resparsify_seconds: float | None = Field(

@@ -11,7 +11,6 @@ from dataclasses import dataclass, replace
 
 from .errors import ConfigError
 from .hyperparameters import FitResult, Hyperparameters
-from .portfolio import FloorPortfolio
 
 #: Refit schedule: at a batch opening once at least this many observations are folded in and
 #: their number has grown by REFIT_GROWTH since the last fit (about log(T / 10) / log 1.5 fits).
@@ -105,14 +104,6 @@ def _source(value: object) -> str | None:
     return value  # type: ignore[return-value]
 
 
-def _portfolio(value: object) -> FloorPortfolio | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ValueError(f"portfolio must be an object or null, got {value!r}")
-    return FloorPortfolio.from_dict(value)
-
-
 def _positive(name: str, value: object) -> float:
     number = float(value)  # type: ignore[arg-type]
     if not (math.isfinite(number) and number > 0):
@@ -155,16 +146,6 @@ class KernelState:
     fitted_at: int = 0
     source: str | None = None
     smoothing: float | None = None
-    portfolio: FloorPortfolio | None = None
-
-    @property
-    def base(self) -> KernelState:
-        """The state the rules see (:func:`after_fit`): the floor itself where the portfolio
-        runs the batch on a multiple of it."""
-        if self.portfolio is None or self.portfolio.factor == 1.0:
-            return self
-        return replace(self, lengthscale=tuple(v / self.portfolio.factor
-                                               for v in self.lengthscale))
 
     @property
     def fitted_lengthscale(self) -> tuple[float, ...]:
@@ -176,8 +157,7 @@ class KernelState:
     def to_dict(self) -> dict[str, object]:
         return {"lengthscale": list(self.lengthscale), "lam": self.lam,
                 "variance": self.variance, "noise": self.noise, "fitted_at": self.fitted_at,
-                "source": self.source, "smoothing": self.smoothing,
-                "portfolio": None if self.portfolio is None else self.portfolio.to_dict()}
+                "source": self.source, "smoothing": self.smoothing}
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> KernelState:
@@ -190,9 +170,8 @@ class KernelState:
                        int(data.get("fitted_at", 0)),  # type: ignore[call-overload]
                        _source(data.get("source")),
                        _optional("smoothing", data.get(
-                           "smoothing", None if data.get("variance") is None else SMOOTHING)),
-                       _portfolio(data.get("portfolio")))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                           "smoothing", None if data.get("variance") is None else SMOOTHING)))
+        except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"malformed stored hyper-parameters {data!r}: {exc}",
                               field="hyperparameters") from exc
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,8 +45,6 @@ from .hyperparameters import Hyperparameters, Prior, fit, smoothest_factor, subs
 from .kernels import PARAMETER_RANGE, Kernel, check_lengthscales, make_kernel
 from .normalize import choose_scaling
 from .nystrom import NystromPosterior
-from . import portfolio as portfolio_module
-from .portfolio import next_portfolio, rank_quantiles
 from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Records, Selection
 from .rules import (
     CombinedRule,
@@ -444,7 +442,7 @@ class Strategy:
         resparsify_seconds = (math.nan if self.config.strategy in _NO_DICTIONARY
                               else time.perf_counter() - sampled)
         refit_started, previous = time.perf_counter(), self._hyper
-        self._install_kernel(self._next_kernel(b, start, dictionary))  # batch boundaries only
+        self._install_kernel(self._refit(b, start, dictionary))  # batch boundaries only
         refit_seconds = (time.perf_counter() - refit_started
                          if self._hyper.fitted_at != previous.fitted_at else math.nan)
         # the old batch is no longer needed: free its A x m' arrays before building the new ones
@@ -490,8 +488,6 @@ class Strategy:
         self._values = self._value_scaling(observed)
         self._posterior = self._build_posterior(pulled, observed)
         self._selector, self._rule = self._components(b, start)
-        if self._hyper.portfolio is not None and self._hyper.portfolio.exploring:
-            self._rule = FixedSizeRule(1, "portfolio")  # a trial of a factor: one evaluation
         proposed = self._proposed_before_fit(start, pulled)
         if proposed is not None:
             self._rule = UntilRepeatRule(self._rule)
@@ -642,27 +638,7 @@ class Strategy:
         return self.config.hyperparameters == "auto" and self.config.strategy not in (
             "uniform", *LITERATURE_STRATEGIES)
 
-    def _next_kernel(self, b: int, start: int, dictionary: np.ndarray) -> KernelState:
-        """Batch b's kernel: :meth:`_refit` of the rules' state (:attr:`KernelState.base`),
-        then, on the floor, the multiple of it the portfolio chooses (:mod:`.portfolio`;
-        strategies with a dictionary: the exact GP's would refactorise at each switch)."""
-        state = self._refit(b, start, dictionary, self._hyper.base)
-        observed = self._masks(start, b)[1]
-        if state.source != "floor" or self.config.strategy in _EXACT or not self._fits_kernel \
-                or np.count_nonzero(observed) < portfolio_module.FLOOR_PORTFOLIO_OBSERVATIONS:
-            return state if state.portfolio is None else replace(state, portfolio=None)
-        last = self._hyper.portfolio  # credited with its batch's values that arrived
-        rewards = np.zeros(0)
-        if last is not None:
-            values = self._records.value[:start][observed]
-            own = values[self._records.batch[:start][observed] == b - 1]
-            rewards = rank_quantiles(own, values)
-        portfolio = next_portfolio(last, rewards)
-        return replace(state, portfolio=portfolio,
-                       lengthscale=tuple(portfolio.factor * v for v in state.lengthscale))
-
-    def _refit(self, b: int, start: int, dictionary: np.ndarray,
-               current: KernelState) -> KernelState:
+    def _refit(self, b: int, start: int, dictionary: np.ndarray) -> KernelState:
         """Batch b's hyper-parameters: refit by marginal likelihood when the schedule says so
         (:func:`refit_due`), and what the fit makes of the kernel (:func:`after_fit`).
 
@@ -675,7 +651,7 @@ class Strategy:
         refit moves the lengthscales by at most a factor REFIT_TRUST from the last start
         (:attr:`KernelState.fitted_lengthscale`).
         """
-        cfg = self.config
+        cfg, current = self.config, self._hyper
         if not self._fits_kernel:
             return current
         observed = self._masks(start, b)[1]

@@ -112,11 +112,6 @@ def test_the_kernel_line_of_show_says_where_the_lengthscales_come_from():
         == "lengthscale 4 (start), lam 1"
     assert _kernel_line({"lengthscale": [4.0], "lam": 1.0, "source": None, "fitted_at": 9}) \
         == "lengthscale 4, lam 1"
-    portfolio = {"factor": 2.0, "factors": [1.0, 2.0], "observations": [5, 9],
-                 "rewards": [2.0, 6.0]}
-    assert _kernel_line({"lengthscale": [8.6], "lam": 1.0, "source": "floor", "fitted_at": 40,
-                         "portfolio": portfolio}) \
-        == "lengthscale 8.6 (floor x2, last refit at 40 observations), lam 1"
 
 
 def test_a_long_cell_is_cut_so_that_the_table_stays_readable(capsys):

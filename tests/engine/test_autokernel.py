@@ -153,12 +153,6 @@ def test_the_kernel_runs_on_the_kept_fits_lengthscale_times_smoothing(monkeypatc
         last = result if result.significant else last
 
 
-def _rules_lengthscale(hyperparameters: dict) -> tuple[float, ...]:
-    """A batch's lengthscales as the rules set them: on the floor, the floor, of which the
-    batch runs on the multiple its portfolio chose (test_portfolio.py)."""
-    return KernelState.from_dict(hyperparameters).base.lengthscale
-
-
 @pytest.mark.parametrize("ard", [False, True], ids=["isotropic", "ard"])
 def test_a_kept_fit_never_runs_the_kernel_below_the_neighbour_lengthscale(monkeypatch, ard):
     """Every fit kept with a lengthscale 1/10 of the real fit's and a tenth of its noise (a
@@ -185,7 +179,7 @@ def test_a_kept_fit_never_runs_the_kernel_below_the_neighbour_lengthscale(monkey
     strategy = Strategy(X, auto_config(ard=ard, explore=1.0))
     run(strategy, f, 120, np.random.default_rng(1))
     floor = neighbour_lengthscale(strategy._normalized, NEIGHBOUR_CORRELATION)
-    used = list(dict.fromkeys((_rules_lengthscale(h), h["lam"]) for h in (
+    used = list(dict.fromkeys((tuple(h["lengthscale"]), h["lam"]) for h in (
         b.hyperparameters for b in strategy.batches) if h["variance"] is not None))
     assert len(kept) >= 2 and len(used) >= 1
     for h in (b.hyperparameters for b in strategy.batches if b.hyperparameters["variance"]):
@@ -287,10 +281,10 @@ def test_an_unkept_fit_below_the_neighbour_lengthscale_moves_only_the_start(monk
         assert kept[0]["lengthscale"][0] > floor
         assert {h["source"] for h in kept} == {"fit"}
     else:
-        assert {_rules_lengthscale(h) for h in states} == {(start,), (floor,)}
-        assert _rules_lengthscale(states[-1]) == (floor,)
+        assert {tuple(h["lengthscale"]) for h in states} == {(start,), (floor,)}
+        assert tuple(states[-1]["lengthscale"]) == (floor,)
         assert all(h["variance"] is None and h["lam"] == strategy.config.lam for h in states)
-        assert {(_rules_lengthscale(h), h["source"]) for h in states} == {
+        assert {(tuple(h["lengthscale"]), h["source"]) for h in states} == {
             ((start,), "start"), ((floor,), "floor")}
 
 

@@ -86,18 +86,6 @@ function lastRefit(hp, batches) {
     : `, not kept (no better by BIC); variances and \u03bb from the fit at ${keptAt}`);
 }
 
-// On the floor, the multiple of it this batch runs on and why (service/engine/portfolio.py):
-// per factor, the values its batches drew and their mean rank among all values (0-1).
-function portfolioText(hp) {
-  const p = hp.portfolio;
-  const floor = hp.lengthscale[0] / p.factor;
-  const tally = p.factors.map((f, i) => `${fmt(f)}x: ${p.observations[i]} values`
-    + (p.observations[i] ? `, mean rank ${fmt(p.rewards[i] / p.observations[i])}` : ""));
-  return `this batch runs on ${fmt(p.factor)}x the floor (${fmt(floor)}), chosen by a bandit `
-    + `(UCB1) over ${p.factors.map(fmt).join(", ")}x the floor on the values their batches `
-    + `drew (${tally.join("; ")})`;
-}
-
 // Strategies without a kernel: uniform random search has no model, GO-UCB a neural network
 // (their batches record no hyper-parameters). GSSBO's batches record its own Matern fit.
 const NO_KERNEL = ["uniform", "go-ucb"];
@@ -142,7 +130,6 @@ function showHyperparameters(study, batches) {
         : ` (the smoothest lengthscale its likelihood does not reject: ${SMOOTHING}x, the `
           + "default, would fall below the neighbour floor)")};
   if (sources[hp.source]) rows.push(["lengthscale from", "source", sources[hp.source]]);
-  if (hp.portfolio) rows.push(["floor's portfolio", "portfolio", portfolioText(hp)]);
   rows.push(["\u03bb (regulariser)", "lam", hp.lam]);
   if (automatic) rows.push(["\u03bb from", "lam-source", lamSource(hp, engine.lam)]);
   rows.push(
