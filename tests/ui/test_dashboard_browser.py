@@ -325,7 +325,7 @@ def test_a_refit_not_kept_names_the_fit_whose_values_stay(server_factory, tmp_pa
     observe({i: ridge(X[i]) for i in range(40)})
     run_trials(http, sid, 4, lambda trial: ridge(list(trial["parameters"].values())))
     observe({i: 3.0 * float(noise.standard_normal()) for i in range(40, 140)})
-    run_trials(http, sid, 12, lambda trial: float(noise.standard_normal()))
+    run_trials(http, sid, 40, lambda trial: float(noise.standard_normal()))
     current = http.get(f"/v1/studies/{sid}").json()["hyperparameters"]
     batches = http.get(f"/v1/studies/{sid}/batches").json()["batches"]
     expected = _last_refit(current, batches)
@@ -336,6 +336,41 @@ def test_a_refit_not_kept_names_the_fit_whose_values_stay(server_factory, tmp_pa
     page.wait_for_function(
         "e => document.querySelector('#hyperparameters [data-key=fitted_at] td')"
         "?.textContent === e", arg=expected)
+
+
+def test_the_floor_says_whether_the_data_or_the_prior_put_the_kernel_there(
+        server_factory, tmp_path, page, rest_client):
+    """On 300 candidates in 20 dimensions the kernel starts on the neighbour floor, a prior
+    choice, and white noise keeps no fit: the page says so, and that the start put it there
+    (it said a fit not kept had). After a kept fit below the floor it said "a prior choice, not
+    one the data made" too, where the data point shorter still (kernel.js, floorReading)."""
+    _, server = _server(server_factory, tmp_path, "none")
+    http = rest_client(server.url)
+    sid = create_study(http, name="floor", candidates=candidates(300, 20).tolist(), engine={
+        "strategy": "bbkb", "mode": "async", "seed": 3})["id"]
+    noise = np.random.default_rng(0)
+    source = "#hyperparameters [data-key=source] td"
+
+    def shown() -> str:
+        return page.text_content(source) or ""
+
+    run_trials(http, sid, 1, lambda trial: float(noise.standard_normal()))
+    assert http.get(f"/v1/studies/{sid}").json()["hyperparameters"]["source"] == "floor"
+    page.goto(f"{server.url}/ui/studies/{sid}?poll=300")
+    page.wait_for_selector(source)
+    assert shown().startswith("the neighbour floor, the shortest that links nearest "
+                              "candidates: the candidates are too sparse for the longer start. "
+                              "A prior choice, not one the data made;")
+    run_trials(http, sid, 40, lambda trial: float(noise.standard_normal()))
+    current = http.get(f"/v1/studies/{sid}").json()["hyperparameters"]
+    assert current["source"] == "floor" and current["fitted_at"] > 0
+    assert current["variance"] is None  # white noise: no fit is kept
+    page.wait_for_function(
+        "s => document.querySelector(s)?.textContent.includes('No fit kept')", arg=source)
+    assert shown().startswith("the neighbour floor, the shortest that links nearest "
+                              "candidates: the candidates are too sparse for the longer start. "
+                              "No fit kept so far (the values look like noise to the "
+                              "likelihood): a prior choice, not one the data made;")
 
 
 def test_a_gssbo_study_shows_its_own_fit(server_factory, tmp_path, page, rest_client):

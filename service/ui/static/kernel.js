@@ -86,6 +86,19 @@ function lastRefit(hp, batches) {
     : `, not kept (no better by BIC); variances and \u03bb from the fit at ${keptAt}`);
 }
 
+// What the floor says about the data: a kept fit shorter than the floor is the data's own
+// choice, bounded (below the floor UCB learns little between candidates); fits not kept say the
+// values look like noise; before any fit it is the prior's alone.
+function floorReading(hp) {
+  if (hp.variance !== null) {
+    return "The data point shorter still; the floor bounds them, as below it UCB learns little "
+      + "between candidates";
+  }
+  if (hp.fitted_at) return "No fit kept so far (the values look like noise to the likelihood): "
+    + "a prior choice, not one the data made";
+  return "A prior choice, not one the data made";
+}
+
 // Strategies without a kernel: uniform random search has no model, GO-UCB a neural network
 // (their batches record no hyper-parameters). GSSBO's batches record its own Matern fit.
 const NO_KERNEL = ["uniform", "go-ucb"];
@@ -113,16 +126,17 @@ function showHyperparameters(study, batches) {
     ? ["lengthscale", "lengthscale", v]
     : [`lengthscale ${study.parameter_names[j] || "x" + j}`, "lengthscale-" + j, v]));
   const root = Math.sqrt(2 * study.dim);  // sqrt(2d), the start on z-scored candidates
+  const startedOnFloor = batches[0]?.hyperparameters?.source === "floor";
   const below = hp.variance !== null ? "the last kept fit, lengthened, falls below it"
-    : hp.fitted_at ? "a fit (not kept) put it below" : "the candidates are too sparse for the "
-      + "longer start";
+    : hp.fitted_at && !startedOnFloor ? "a fit (not kept) put it below"
+      : "the candidates are too sparse for the longer start";
   const sources = gssbo ? {
     start: "GSSBO's default values (fewer than 3 observations)",
     fit: "GSSBO's fit at this batch"} : {
     fixed: "the configuration (hyperparameters: fixed)",
     start: "the start: the RMS distance between candidates (no fit kept yet)",
-    floor: `the neighbour floor, the shortest that links nearest candidates: ${below}. A `
-      + "prior choice, not one the data made; if it stays there in 20 or more dimensions, fixed "
+    floor: `the neighbour floor, the shortest that links nearest candidates: ${below}. `
+      + floorReading(hp) + "; if it stays there in 20 or more dimensions, fixed "
       + `lengthscales between sqrt(2d)/3 and sqrt(2d) (${fmt(root / 3)} to ${fmt(root)}) may `
       + "do better (README, Kernel hyper-parameters)",
     fit: "the last kept fit, lengthened" + (hp.smoothing ? ` ${fmt(hp.smoothing)}x` : "")
