@@ -190,6 +190,12 @@ incumbent) had early fits kept that left the floor for good (Styblinski-Tang-20 
 300" and "c 0.2" are 1d34b5c without its single-evaluation trials. Commands (at 1d34b5c): ``--T 2000 --seeds 30 --problems
 powell50-shifted styblinski20 levy20 --only auto --no-ard`` with ``--floor-factors 1 2`` and
 ``--floor-exploration 0.2``.
+The same session measured the two moved-optimum misses on 100 seeds (auto against the sweep's
+best, paired; ``/tmp`` runner over ``run_one``, seeds 0-99, whose first 30 reproduce the table):
+rastrigin100-shifted auto 0.0177 against ls=8 0.0154, +15.2% (+4..+28%; auto better on 39
+seeds; 0.61 against 0.37 CPU s a run); powell50-shifted auto 0.1473 (median 0.057) against
+ls=16 0.0804 (median 0.0753), +83% (+44..+130%; auto better on 55 seeds, 30 stuck on the floor
+above 0.25; 11.3 against 0.8 CPU s a run).
 
 A small budget (session 26, T = 200, 30 seeds, ``--T 200 --seeds 30 --problems abalone cadata
 hartmann6 branin levy branin10 --lengthscales 0.5 1 2 4 8 16 --no-ard``; README's figure
