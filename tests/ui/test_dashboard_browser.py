@@ -325,7 +325,7 @@ def test_a_refit_not_kept_names_the_fit_whose_values_stay(server_factory, tmp_pa
     observe({i: ridge(X[i]) for i in range(40)})
     run_trials(http, sid, 4, lambda trial: ridge(list(trial["parameters"].values())))
     observe({i: 3.0 * float(noise.standard_normal()) for i in range(40, 140)})
-    run_trials(http, sid, 40, lambda trial: float(noise.standard_normal()))
+    run_trials(http, sid, 12, lambda trial: float(noise.standard_normal()))
     current = http.get(f"/v1/studies/{sid}").json()["hyperparameters"]
     batches = http.get(f"/v1/studies/{sid}/batches").json()["batches"]
     expected = _last_refit(current, batches)
