@@ -181,15 +181,15 @@ avoids 2x on Levy-20 (its batches there draw values of rank 0.005-0.07), but eve
 wrong factor is paid in regret: on Levy-20 an evaluation at regret ~1 adds 1 / (T x gap) =
 0.0011 to the ratio, 5% of the best bandwidth's 0.0213, and auto on the floor is already +4.7%
 (0.0223). 2x gets 6-13 evaluations at c = 0.5, 5-6 at c = 0.2 (its one forced batch) and 6-8
-as single-evaluation trials: +17% to +31%. Shorter factors (0.5, 0.75) reach the centred Rastrigins and
-rastrigin100-shifted, but UCB at half the floor repeats the incumbent, whose values rank high,
-and trapped Styblinski-Tang-20 (0.2467); from the start, batches at 2x (clustered at the
-incumbent) had early fits kept that left the floor for good (Styblinski-Tang-20 seeds 8, 10,
-12: 0.53-0.70), hence the start at 300 values (after which Levy-20 seed 5 still left it:
-0.0548 against 0.0221). A fixed alternation (no bandit) is worse everywhere. The rows "from
-300" and "c 0.2" are 1d34b5c without its single-evaluation trials. Commands (at 1d34b5c): ``--T 2000 --seeds 30 --problems
-powell50-shifted styblinski20 levy20 --only auto --no-ard`` with ``--floor-factors 1 2`` and
-``--floor-exploration 0.2``.
+as single-evaluation trials: +17% to +31%. Shorter factors (0.5, 0.75) reach the centred
+Rastrigins and rastrigin100-shifted, but UCB at half the floor repeats the incumbent, whose
+values rank high, and trapped Styblinski-Tang-20 (0.2467); from the start, batches at 2x
+(clustered at the incumbent) had early fits kept that left the floor for good
+(Styblinski-Tang-20 seeds 8, 10, 12: 0.53-0.70), hence the start at 300 values (after which
+Levy-20 seed 5 still left it: 0.0548 against 0.0221). A fixed alternation (no bandit) is worse
+everywhere. The rows "from 300" and "c 0.2" are 1d34b5c without its single-evaluation trials.
+Commands (at 1d34b5c): ``--T 2000 --seeds 30 --problems powell50-shifted styblinski20 levy20
+--only auto --no-ard`` with ``--floor-factors 1 2`` and ``--floor-exploration 0.2``.
 The same session measured the two moved-optimum misses on 100 seeds (auto against the sweep's
 best, paired; ``/tmp`` runner over ``run_one``, seeds 0-99, whose first 30 reproduce the table):
 rastrigin100-shifted auto 0.0177 against ls=8 0.0154, +15.2% (+4..+28%; auto better on 39
@@ -227,8 +227,9 @@ levy20-shifted styblinski20-shifted --only auto ls=4 ls=8 ls=16 --lengthscales 4
 ``--T 2000 --seeds 10 ... --only ls=2 --lengthscales 2``. Not finished in session 20 (stopped
 at its end): the fixed bandwidths on rastrigin100-shifted and powell50-shifted with the optimum
 placed per seed (auto: 0.0184 / 0.0037, 30 seeds; 0.207 / 0.068, 10 seeds, 0.160 at 2000 in
-session 22; ls=4 and ls=8 take 10-60 CPU s per run there; stopped again in session 21 after
-50 CPU min without a row). f1 (GO-UCB's network function, session 21, ``--T 10000
+session 22; ls=4 and ls=8 take 10-60 CPU s per run there, on session 20's code: since, ls=8
+takes 26 CPU s a run on powell50-shifted and 0.37 on rastrigin100-shifted; stopped again in
+session 21 after 50 CPU min without a row). f1 (GO-UCB's network function, session 21, ``--T 10000
 --seeds 10 --problems f1 --only auto ls=2 ls=4 ls=8 ls=16``): auto 0.0098 / 0.0022, ls=2
 0.0929 / 0.0918, ls=4 0.0153 / 0.0205 (333 s a run), ls=8 0.0088 / 0.0044, ls=16 0.0114 /
 0.0027: auto +11.6% against ls=8 at 2000 (-13..+47%, not significant on 10 seeds) and -17%

