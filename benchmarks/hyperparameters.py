@@ -196,6 +196,12 @@ rastrigin100-shifted auto 0.0177 against ls=8 0.0154, +15.2% (+4..+28%; auto bet
 seeds; 0.61 against 0.37 CPU s a run); powell50-shifted auto 0.1473 (median 0.057) against
 ls=16 0.0804 (median 0.0753), +83% (+44..+130%; auto better on 55 seeds, 30 stuck on the floor
 above 0.25; 11.3 against 0.8 CPU s a run).
+Session 28, the two rows between the powers of 2 (30 seeds, ``--T 2000 --seeds 30 --problems
+rastrigin100-shifted --only ls=10 ls=12 --lengthscales 10 12 --no-ard``, and the same with
+powell50-shifted, ls=12 ls=24): rastrigin100-shifted ls=10 0.0068 (median 0.0062), ls=12 0.0123,
+so auto's 0.0184 is 2.7x the best bandwidth off the grid (the one-placement 2.4x above holds
+per seed); powell50-shifted ls=12 0.170 (3.5 CPU s a run), ls=24 0.1034 (median 0.0648): 16
+stays the best of 8, 12, 16, 24.
 
 A small budget (session 26, T = 200, 30 seeds, ``--T 200 --seeds 30 --problems abalone cadata
 hartmann6 branin levy branin10 --lengthscales 0.5 1 2 4 8 16 --no-ard``; README's figure
