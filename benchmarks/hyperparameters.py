@@ -201,7 +201,14 @@ rastrigin100-shifted --only ls=10 ls=12 --lengthscales 10 12 --no-ard``, and the
 powell50-shifted, ls=12 ls=24): rastrigin100-shifted ls=10 0.0068 (median 0.0062), ls=12 0.0123,
 so auto's 0.0184 is 2.7x the best bandwidth off the grid (the one-placement 2.4x above holds
 per seed); powell50-shifted ls=12 0.170 (3.5 CPU s a run), ls=24 0.1034 (median 0.0648): 16
-stays the best of 8, 12, 16, 24.
+stays the best of 8, 12, 16, 24. The same session, the neighbour floor at correlation 0.6 instead of
+``NEIGHBOUR_CORRELATION``'s 0.7 (a /tmp wrapper setting ``strategy.NEIGHBOUR_CORRELATION``;
+``--T 2000 --seeds 10 --only auto --no-ard``, against the 10-seed auto rows above): the floor
+moves from 4.1 to 3.4 in 20 d and from 13.5 to 11.3 in 100 d. Rastrigin-20 0.196 -> 0.0134,
+rastrigin100-shifted 0.0191 -> 0.0144, Levy-20 0.0223 -> 0.0202, branin10 0.0604 (30 seeds
+before: 0.0722), but Styblinski-Tang-20 0.0736 -> 0.1023, levy20-shifted 0.0182 -> 0.0339,
+rastrigin20-shifted 0.0107 -> 0.0148, f1 0.0094 -> 0.0103, styblinski20-shifted 0.0443 ->
+0.0419: not kept (two rows that pass would miss by 39-86%).
 
 A small budget (session 26, T = 200, 30 seeds, ``--T 200 --seeds 30 --problems abalone cadata
 hartmann6 branin levy branin10 --lengthscales 0.5 1 2 4 8 16 --no-ard``; README's figure
