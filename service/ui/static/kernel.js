@@ -86,17 +86,20 @@ function lastRefit(hp, batches) {
     : `, not kept (no better by BIC); variances and \u03bb from the fit at ${keptAt}`);
 }
 
-// What the floor says about the data: a kept fit shorter than the floor is the data's own
-// choice, bounded (below the floor UCB learns little between candidates); fits not kept say the
-// values look like noise; before any fit it is the prior's alone.
-function floorReading(hp) {
+// Why the kernel is on the neighbour floor, and what that says about the data: a kept fit
+// shorter than the floor is the data's own choice, bounded (below the floor UCB learns little
+// between candidates); fits not kept say the values look like noise; before any fit, or from a
+// start on the floor, it is the prior's alone.
+function floorReading(hp, batches) {
   if (hp.variance !== null) {
-    return "The data point shorter still; the floor bounds them, as below it UCB learns little "
-      + "between candidates";
+    return "the last kept fit, lengthened, falls below it. The data point shorter still; the "
+      + "floor bounds them, as below it UCB learns little between candidates";
   }
-  if (hp.fitted_at) return "No fit kept so far (the values look like noise to the likelihood): "
-    + "a prior choice, not one the data made";
-  return "A prior choice, not one the data made";
+  const startedOnFloor = batches[0]?.hyperparameters?.source === "floor";
+  const why = hp.fitted_at && !startedOnFloor ? "a fit (not kept) put it below"
+    : "the candidates are too sparse for the longer start";
+  return `${why}. ` + (hp.fitted_at ? "No fit kept so far (the values look like noise to the "
+    + "likelihood): a prior choice" : "A prior choice") + ", not one the data made";
 }
 
 // Strategies without a kernel: uniform random search has no model, GO-UCB a neural network
@@ -126,17 +129,13 @@ function showHyperparameters(study, batches) {
     ? ["lengthscale", "lengthscale", v]
     : [`lengthscale ${study.parameter_names[j] || "x" + j}`, "lengthscale-" + j, v]));
   const root = Math.sqrt(2 * study.dim);  // sqrt(2d), the start on z-scored candidates
-  const startedOnFloor = batches[0]?.hyperparameters?.source === "floor";
-  const below = hp.variance !== null ? "the last kept fit, lengthened, falls below it"
-    : hp.fitted_at && !startedOnFloor ? "a fit (not kept) put it below"
-      : "the candidates are too sparse for the longer start";
   const sources = gssbo ? {
     start: "GSSBO's default values (fewer than 3 observations)",
     fit: "GSSBO's fit at this batch"} : {
     fixed: "the configuration (hyperparameters: fixed)",
     start: "the start: the RMS distance between candidates (no fit kept yet)",
-    floor: `the neighbour floor, the shortest that links nearest candidates: ${below}. `
-      + floorReading(hp) + "; if it stays there in 20 or more dimensions, fixed "
+    floor: "the neighbour floor, the shortest that links nearest candidates: "
+      + floorReading(hp, batches) + "; if it stays there in 20 or more dimensions, fixed "
       + `lengthscales between sqrt(2d)/3 and sqrt(2d) (${fmt(root / 3)} to ${fmt(root)}) may `
       + "do better (README, Kernel hyper-parameters)",
     fit: "the last kept fit, lengthened" + (hp.smoothing ? ` ${fmt(hp.smoothing)}x` : "")
