@@ -30,7 +30,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import linalg
 
 from .errors import ConfigError
 from .normalize import choose_scaling
@@ -95,6 +95,8 @@ class Network:
             f, G = self.gradient(X, w)
             r = f - y
             return 0.5 * float(r @ r + RIDGE * w @ w), G.T @ r + RIDGE * w
+
+        from scipy import optimize  # as hyperparameters.minimize_from: on the first fit
 
         best = None
         for _ in range(max(restarts, 1)):

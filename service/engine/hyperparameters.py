@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import optimize
 
 from .likelihoods import LOG_2PI, Objective, exact_log_likelihood, sparse_log_likelihood
 from .normalize import ROUNDING
+
+if TYPE_CHECKING:
+    from scipy import optimize
 
 _LOG_RANGE = (math.log(np.finfo(np.float64).tiny), math.log(np.finfo(np.float64).max))
 
@@ -359,6 +362,8 @@ def minimize_from(objective: Objective, starts: list[np.ndarray],
                   max_iter: int) -> tuple[optimize.OptimizeResult, int]:
     """The best L-BFGS-B run of ``objective`` from each of ``starts`` (clipped into ``bounds``;
     the first of equal ones) and the evaluations of all runs."""
+    from scipy import optimize  # imported on the first fit: a third of the engine's import time
+
     low, high = np.array(bounds).T
     runs = [optimize.minimize(objective, np.clip(x0, low, high), jac=True, method="L-BFGS-B",
                               bounds=bounds, options=lbfgs_options(max_iter))

@@ -7,8 +7,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize
-from scipy.spatial import distance
 
 from .likelihoods import kernel_from_distances, squared_distances
 
@@ -20,6 +18,8 @@ def median_distance(X: np.ndarray, rng: np.random.Generator, max_points: int = 1
     """
     if len(X) > max_points:
         X = X[np.sort(rng.choice(len(X), size=max_points, replace=False))]
+    from scipy.spatial import distance  # GSSBO's alone: kept out of the engine's import
+
     dist = distance.pdist(X)  # condensed: each pair once, in C (every rebuild pays this)
     dist = dist[dist > 0]
     return float(np.median(dist)) if len(dist) else 1.0
@@ -74,6 +74,8 @@ def correlation_distance(kernel: str, correlation: float) -> float:
     (0 < correlation < 1): sqrt(2 ln(1 / correlation)) for the RBF, by root finding else."""
     if kernel in ("rbf", "gaussian"):
         return math.sqrt(2.0 * math.log(1.0 / correlation))
+    from scipy import optimize
+
     return float(optimize.brentq(
         lambda r: kernel_from_distances(kernel, np.array(r * r), 1.0)[0] - correlation,
         0.0, 100.0, xtol=1e-12))
