@@ -12,12 +12,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import logs, study_cli
-from .settings import Settings
+from . import logs
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlalchemy.orm import Session
+
+    from .settings import Settings
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -71,6 +72,7 @@ def _check_database() -> None:
     """Refuse here, in one line, what the application factory would refuse inside uvicorn with
     a traceback: a SQLite directory that cannot be created, and with BBKB_AUTO_MIGRATE off a
     stale schema."""
+    from .settings import Settings
     from .store.database import sqlite_path
     from .store.migrate import ensure_schema
 
@@ -94,6 +96,7 @@ def _check_database() -> None:
 def _engine(settings: Settings | None = None) -> Iterator[Engine]:
     """The settings' database engine, disposed of afterwards (an in-process call, as in the
     tests, would otherwise keep its pooled connections)."""
+    from .settings import Settings
     from .store.database import make_engine
 
     settings = settings or Settings()
@@ -260,9 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="default: BBKB_LOG_LEVEL; BBKB_LOG_FORMAT=json for JSON lines")
     serve.set_defaults(run=_serve)
 
-    worker = sub.add_parser("worker", add_help=False,
-                            help="run RQ worker processes that evaluate trials")
-    worker.set_defaults(run=_worker)
+    sub.add_parser("worker", add_help=False,  # listed here, run by main before any parsing
+                   help="run RQ worker processes that evaluate trials")
 
     demo = sub.add_parser("demo", add_help=False,
                           help="the whole system end to end (Redis, server, workers)")
@@ -271,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", parents=[data_dir],
                              help="upgrade the database schema to this version")
     migrate.set_defaults(run=_migrate)
+
+    from . import study_cli  # the SDK's imports: not paid by `bbkb worker`
 
     study_cli.add_parser(sub)
 
@@ -322,14 +326,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.configure(log_format, settings_env("BBKB_LOG_LEVEL", "info"))  # type: ignore[arg-type]
     except ValueError as exc:
         raise SystemExit(f"bbkb: BBKB_LOG_LEVEL: {exc}") from None
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["worker"]:  # its own parser; not the 0.8 s of imports of the others
+        return _worker(argparse.Namespace(rest=argv[1:]))
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command in ("demo", "worker"):
+    if args.command == "demo":
         args.rest = rest
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        code = study_cli.run(args) if args.command in ("study", "queue") else _run(args)
+        if args.command in ("study", "queue"):
+            from . import study_cli
+
+            code = study_cli.run(args)
+        else:
+            code = _run(args)
         sys.stdout.flush()
     except BrokenPipeError:
         if not _stdout_closed():
