@@ -8,7 +8,8 @@ soon as another result is in. Long evaluations get their lease renewed by heartb
 
 An exception in ``fn`` fails the trial as retryable, with the exception's last traceback line as
 the reason; a result that is not a finite number fails it for good. The loop ends once
-``n_evaluations`` of its trials are completed or failed for good.
+``n_evaluations`` of its trials are completed or failed for good, or earlier, with a warning,
+once the study has no candidate left to propose (``deterministic``: each is evaluated once).
 
 While the server is unavailable (a restart), every request of the loop is retried, finished values
 are kept until they are posted, and evaluations go on; the loop raises
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from service.api.schemas import REASON_LIMIT, VALUE_LIMIT, TrialPublic
 
-from .errors import BBKBError, ConflictError, ServerUnavailable
+from .errors import BBKBError, ConflictError, ServerUnavailable, ValidationError
 
 if TYPE_CHECKING:
     from .study import Study
@@ -186,7 +187,17 @@ class _Run:
         self.ask_after = 0.0
         while self.free and self.n_done + self.n_in_progress < self.n:
             slot = self.free[-1]
-            answer = self.call(self.study.ask, self.workers[slot], count=1)
+            try:
+                answer = self.call(self.study.ask, self.workers[slot], count=1)
+            except ValidationError as exc:  # the server's 422
+                if exc.field != "candidates":
+                    raise
+                # nothing left to propose (a deterministic study has proposed every candidate,
+                # or every one failed): the trials in progress finish, and the loop ends
+                log.warning("study %d: %s; optimize() ends after %d evaluations", self.study.id,
+                            exc, self.n_done + self.n_in_progress)
+                self.n = self.n_done + self.n_in_progress
+                return
             if not answer.trials:
                 self.ask_after = time.monotonic() + (answer.retry_after or 1.0)
                 return

@@ -27,7 +27,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from . import trials
-from .engine import EngineConfig
+from .engine import EngineConfig, SelectionError
 from .errors import Invalid, ServiceError
 from .objectives import check_objective
 from .runtime import Runtimes
@@ -202,12 +202,12 @@ class Dispatcher:
             study = session.get(Study, study_id)
             if study is None or (study.dispatch or {}).get("status") != "running":
                 return False
-            plan, spec = study.dispatch, study.spec
+            plan, spec, version = study.dispatch, study.spec, study.version
             in_flight = _in_flight(session, study_id)
             done = finished(session, self.runtimes, study)
             sync = EngineConfig.from_dict(spec["engine"]).mode == "sync"
             waiting = sync and _waiting_for_its_batch(session, study_id)
-        if remaining(plan, done, in_flight) <= 0:
+        if remaining(plan, done, in_flight) <= 0 or self.runtimes.exhausted(study_id, version):
             return in_flight == 0  # then the top-up marks the dispatch done
         return not waiting if sync else in_flight < int(plan.get("parallelism", 1))
 
@@ -223,8 +223,15 @@ class Dispatcher:
         want = min(budget, 10_000 if sync else int(plan.get("parallelism", 1)) - in_flight)
         if want <= 0:
             return []
-        asked = trials.ask(session, runtime, study, worker_id=f"{PREFIX}{uuid.uuid4().hex[:12]}",
-                           count=want, now=utcnow(), held=[])  # a new id holds no trial
+        try:
+            asked = trials.ask(session, runtime, study, count=want, now=utcnow(), held=[],
+                               worker_id=f"{PREFIX}{uuid.uuid4().hex[:12]}")  # holds no trial
+        except SelectionError:
+            if not runtime.strategy.exhausted:
+                raise
+            if in_flight == 0:  # deterministic: every candidate proposed, and evaluated
+                study.dispatch = {**plan, "status": "done"}
+            return []
         for trial in asked.trials:  # one worker id per job: the job's chained trials share it
             trial.worker_id = PREFIX + job_id(trial)
             # no lease while the job waits in the queue (it could expire there, and the trial
@@ -332,7 +339,7 @@ def complete_and_next(session: Session, runtime, study: Study, *, trial_id: int,
             return trial, payload(runtime, session.get(Trial, held[0]), plan)
         in_flight, done = len(running), runtime.strategy.resolved()
         if in_flight >= int(plan.get("parallelism", 1)) \
-                or remaining(plan, done, in_flight) <= 0:
+                or remaining(plan, done, in_flight) <= 0 or runtime.strategy.exhausted:
             return trial, None
         asked = trials.ask(session, runtime, study, worker_id=worker_id, count=1, now=now,
                            held=[])

@@ -97,6 +97,13 @@ class Runtimes:
             return None
         return cached.strategy.resolved()
 
+    def exhausted(self, study_id: int, version: int) -> bool:
+        """Whether the cached engine, if built at ``version``, has no candidate left to propose
+        (``deterministic``); False if this process does not hold it current. A hint, as
+        :meth:`resolved`'s."""
+        cached = self._cache.get(study_id)
+        return cached is not None and cached.version == version and cached.strategy.exhausted
+
     def candidates(self, study_id: int) -> np.ndarray | None:
         """The study's candidate matrix if this process holds it, else None (no database read).
         Read-only: a study's candidates never change once uploaded."""

@@ -62,7 +62,7 @@ def ask(session: Session, runtime: StudyRuntime, study: Study, *, worker_id: str
         trial.lease_expires_at, trial.started_at = _lease(runtime, now), now
         out.append(trial)
     asked = Asked(out)
-    if len(out) < count:
+    if len(out) < count and not (out and runtime.strategy.exhausted):  # none: the engine says why
         out += _new_trials(session, runtime, worker_id, count - len(out), now)
     asked.waiting = runtime.strategy.waiting if len(out) < count else None
     return asked

@@ -20,7 +20,9 @@ class Selector(Protocol):
     draws: bool
 
     def start(self, posterior: object, width: float,
-              blocked: np.ndarray | None = None) -> None: ...
+              blocked: np.ndarray | None = None) -> None:
+        """``blocked``: arms never to propose; a deterministic batch marks each selection in
+        it as it goes, so :meth:`select` reads it as it is then."""
 
     def select(self, rng: np.random.Generator | None) -> int: ...
 
@@ -132,14 +134,13 @@ class EpsilonGreedy:
 
     def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
               blocked: np.ndarray | None = None) -> None:
-        self.mean = posterior.mean.copy()
-        self.allowed = None if blocked is None else np.flatnonzero(~blocked)
-        if blocked is not None:
-            self.mean[blocked] = -np.inf
+        self.mean, self.blocked = posterior.mean.copy(), blocked
 
     def select(self, rng: np.random.Generator) -> int:
         if rng.random() < self.epsilon:
-            return _uniform(rng, len(self.mean), self.allowed)
+            return _uniform(rng, len(self.mean), self.blocked)
+        if self.blocked is not None:  # read at each step: a deterministic batch adds to it
+            self.mean[self.blocked] = -np.inf
         arm = int(np.argmax(self.mean))
         self.mean[arm] = -np.inf if np.isfinite(self.mean).sum() > 1 else self.mean[arm]
         return arm
@@ -152,11 +153,10 @@ class Uniform:
 
     def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
               blocked: np.ndarray | None = None) -> None:
-        self.n_arms = len(posterior.variance_start)
-        self.allowed = None if blocked is None else np.flatnonzero(~blocked)
+        self.n_arms, self.blocked = len(posterior.variance_start), blocked
 
     def select(self, rng: np.random.Generator) -> int:
-        return _uniform(rng, self.n_arms, self.allowed)
+        return _uniform(rng, self.n_arms, self.blocked)
 
 
 class Design:
@@ -177,8 +177,9 @@ class Design:
         return arm
 
 
-def _uniform(rng: np.random.Generator, n_arms: int, allowed: np.ndarray | None) -> int:
-    """A uniform arm, among the allowed ones if some are blocked."""
-    if allowed is None:
+def _uniform(rng: np.random.Generator, n_arms: int, blocked: np.ndarray | None) -> int:
+    """A uniform arm, among those not blocked (the mask as it is now: O(A))."""
+    if blocked is None:
         return int(rng.integers(n_arms))
+    allowed = np.flatnonzero(~blocked)
     return int(allowed[rng.integers(len(allowed))])

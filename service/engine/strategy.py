@@ -202,6 +202,10 @@ class Strategy:
         self._literature = self._literature_model()
         self.batches: list[BatchInfo] = []
         self.replay_mismatches = 0
+        #: ``deterministic``: the candidates proposed or imported so far (from the current batch's
+        #: opening on: its selector's blocked mask, marked as the batch goes) and their number
+        self._taken: np.ndarray | None = None
+        self._n_taken = 0
 
     # ------------------------------------------------------------------ public surface
     @property
@@ -252,8 +256,10 @@ class Strategy:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise SelectionError(f"count must be a positive integer, got {count!r}",
                                  field="count")
+        if self.exhausted:
+            raise self._nothing_left()
         out: list[Selection] = []
-        while len(out) < count:
+        while len(out) < count and not self.exhausted:
             if self._closed:
                 if self.waiting:
                     break
@@ -263,14 +269,31 @@ class Strategy:
 
     def ask_batch(self) -> list[Selection]:
         """The rest of the current batch (a whole batch if one has to be opened)."""
+        if self.exhausted:
+            raise self._nothing_left()
         if self._closed:
             if self.waiting:
                 return []
             self._open_batch()
         out = []
-        while not self._closed:
+        while not self._closed and not self.exhausted:
             out.append(self._select(len(self._records)))
         return out
+
+    @property
+    def exhausted(self) -> bool:
+        """``deterministic``: every candidate has been proposed or imported, so ``ask`` has
+        nothing left to hand out (it returns what it could, then raises SelectionError)."""
+        if not self.config.deterministic:
+            return False
+        if self._taken is None:  # before the first batch: imports only
+            self._n_taken = len(np.unique(self._records.arm[: len(self._records)]))
+        return self._n_taken >= self.n_arms
+
+    def _nothing_left(self) -> SelectionError:
+        return SelectionError(f"every one of the {self.n_arms} candidates has been proposed or "
+                              "imported, and a deterministic study proposes none twice",
+                              field="candidates")
 
     def tell(self, t: int, value: float) -> None:
         """Record the observed value of selection t (any time, in any order; idempotent)."""
@@ -330,6 +353,8 @@ class Strategy:
                 if self._closed:
                     return False
                 self._select(int(t[i]), replay_arm=arm)
+            else:
+                self._take(arm)
         if self.replay_mismatches != mismatches:
             return False
         resolved = (records["status"] != PENDING) & (self._records.status[t] == PENDING)
@@ -352,6 +377,7 @@ class Strategy:
         batch = max(self._batch, 0)
         t = self._records.append(arm=int(arm), batch=batch, kind=IMPORTED, status=OBSERVED,
                                  value=value, folded=-1, var_start=var)
+        self._take(int(arm))
         return Selection(t, int(arm), batch, var)
 
     def predict(self) -> tuple[np.ndarray, np.ndarray]:
@@ -407,6 +433,8 @@ class Strategy:
         for t in range(state.batch_start, len(records)):
             if records.kind[t] == SUGGESTED:
                 strategy._select(t, replay_arm=int(records.arm[t]))
+            else:
+                strategy._take(int(records.arm[t]))
         return strategy
 
     # ------------------------------------------------------------------ batch lifecycle
@@ -425,11 +453,18 @@ class Strategy:
                                  value=math.nan, folded=-1, var_start=variance)
         reason = self._rule.closes(arm)  # before the update: GP-BUCB needs sigma^2_{s-1}(x_s)
         self._posterior.add_pending(arm)
+        self._take(arm)
         info = self.batches[-1]
         self.batches[-1] = BatchInfo(**{**info.__dict__, "size": info.size + 1,
                                         "stop_reason": reason})
         self._closed = reason is not None
         return Selection(t, arm, self._batch, variance)
+
+    def _take(self, arm: int) -> None:
+        """``deterministic``: the batch's selector proposes ``arm`` no more."""
+        if self._taken is not None and not self._taken[arm]:
+            self._taken[arm] = True
+            self._n_taken += 1
 
     def _open_batch(self) -> None:
         started = time.perf_counter()
@@ -487,13 +522,13 @@ class Strategy:
         pulled, observed = self._masks(start, b)
         self._values = self._value_scaling(observed)
         self._posterior = self._build_posterior(pulled, observed)
-        self._selector, self._rule = self._components(b, start)
         proposed = self._proposed_before_fit(start, pulled)
+        blocked = self._blocked(start, pulled, proposed)
+        self._selector, self._rule = self._components(b, start, blocked)
         if proposed is not None:
             self._rule = UntilRepeatRule(self._rule)
         self._rule.start(self._posterior)
-        self._selector.start(self._posterior, self._width(observed),
-                             self._blocked(start, pulled, proposed))
+        self._selector.start(self._posterior, self._width(observed), blocked)
         self._closed = False
         seconds = time.perf_counter() - started if math.isfinite(started) else math.nan
         self.batches.append(BatchInfo(b, start, len(dictionary),
@@ -531,7 +566,9 @@ class Strategy:
         """Arms the batch opening at ``start`` never proposes (None when there is none): those
         whose evaluation failed for good as known then (``~pulled``, :meth:`_masks`; a candidate
         that crashes its objective would otherwise stay the UCB argmax, since an abandoned
-        selection carries no information), and ``proposed`` (:meth:`_proposed_before_fit`)."""
+        selection carries no information), and ``proposed`` (:meth:`_proposed_before_fit`).
+        ``deterministic``: every arm proposed or imported before ``start``, a mask the batch
+        then marks as it goes (:meth:`_take`)."""
         blocked = np.zeros(self.n_arms, dtype=bool)
         blocked[self._records.arm[:start][~pulled]] = True
         if blocked.all():
@@ -539,6 +576,10 @@ class Strategy:
                                  "propose", field="candidates")
         if proposed is not None:
             blocked[proposed] = True
+        if self.config.deterministic:
+            blocked[self._records.arm[:start]] = True
+            self._taken, self._n_taken = blocked, int(np.count_nonzero(blocked))
+            return blocked
         return blocked if blocked.any() else None
 
     def _value_scaling(self, observed: np.ndarray) -> tuple[float, float]:
@@ -698,11 +739,15 @@ class Strategy:
                 self._normalized, NEIGHBOUR_CORRELATION, self.config.kernel.name)
         return self._neighbour_floor
 
-    def _components(self, b: int, start: int) -> tuple[Selector, StoppingRule]:
+    def _components(self, b: int, start: int,
+                    blocked: np.ndarray | None) -> tuple[Selector, StoppingRule]:
         cfg = self.config
         if b == 0 and (start == 0 or cfg.strategy in LITERATURE_STRATEGIES) \
                 and cfg.strategy != "uniform":
             design = self._initial_design()
+            if cfg.deterministic and blocked is not None:  # imported before the first ask
+                design = [a for a in design if not blocked[a]] or \
+                    [int(np.flatnonzero(~blocked)[0])]
             return Design(design), FixedSizeRule(len(design), "initial")
         batched = {"global": GlobalRule, "local": LocalRule, "combined": CombinedRule}
         table: dict[str, tuple[Selector, StoppingRule]] = {

@@ -48,6 +48,17 @@ def test_sync_mode_waits_for_the_batch_and_carries_on(bbkb):
     assert result.best.value == min(t.value for t in _completed(study))
 
 
+def test_a_deterministic_study_ends_the_loop_once_every_candidate_is_evaluated(bbkb, caplog):
+    X = np.random.default_rng(3).random((15, 2))
+    study = bbkb.create_study("once", candidates=X, engine={
+        "strategy": "bbkb", "mode": "async", "seed": 1, "deterministic": True})
+    with caplog.at_level(logging.WARNING, logger="bbkb.client"):
+        result = study.optimize(bump, 40, n_workers=3, progress=False)
+    assert result.n_completed == 15  # not 40: each candidate once, then the loop ended
+    assert sorted(t.candidate for t in _completed(study)) == list(range(15))
+    assert "every one of the 15 candidates" in caplog.text and "ends after 15" in caplog.text
+
+
 def test_exceptions_fail_the_trial_retryably_and_the_study_carries_on(bbkb):
     seen: set[int] = set()
     lock = threading.Lock()

@@ -19,6 +19,12 @@ CONFIGS = [
     dict(strategy="thompson", batch_size=5),
     dict(strategy="epsilon-greedy", batch_size=5, epsilon=0.3),
     dict(strategy="uniform", batch_size=5),
+    # no candidate twice: the blocked mask grows inside a batch (selections, imports)
+    dict(strategy="bbkb", stopping_rule="global", deterministic=True),
+    dict(strategy="gp-bucb", deterministic=True),
+    dict(strategy="thompson", batch_size=5, deterministic=True),
+    dict(strategy="epsilon-greedy", batch_size=5, epsilon=0.3, deterministic=True),
+    dict(strategy="uniform", batch_size=5, deterministic=True),
 ]
 
 

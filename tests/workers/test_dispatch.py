@@ -71,6 +71,19 @@ def test_four_workers_evaluate_a_study_end_to_end(system):
     assert 1 < len(jobs) < 20  # several jobs, each going on with the trials handed back to it
 
 
+def test_a_deterministic_study_is_dispatched_each_candidate_once_then_done(system):
+    url = system["server"].url
+    _start_workers(system, 2)
+    engine = {"strategy": "bbkb", "mode": "async", "seed": 0, "deterministic": True}
+    sid = dispatch_study(url, X[:12], "tests.workers.objective_fns:quadratic", engine=engine)
+    status = _dispatch_and_wait(url, sid, 30)  # more evaluations than candidates
+    trials = _trials(url, sid)
+    assert status["finished"] == 12 and sorted(t["candidate"] for t in trials) == list(range(12))
+    r = httpx2.post(f"{url}/v1/studies/{sid}/suggestions", json={"worker_id": "lab"})
+    assert r.status_code == 422 and r.json()["field"] == "candidates", r.text
+    assert "every one of the 12 candidates" in r.json()["detail"]
+
+
 def test_a_killed_worker_loses_nothing(system):
     url = system["server"].url
     _start_workers(system, 2, BBKB_TEST_DELAY="1.0")
