@@ -27,5 +27,7 @@ def test_the_sdk_snippet_runs_on_a_real_system(system):
     with Client(url) as client:
         study = client.study("branin")
         info = study.info
+        candidates = [t.candidate for t in study.trials()]
+    assert len(set(candidates)) == len(candidates) == 400  # deterministic: none twice
     assert info.counts.get("completed") == 400 and not info.counts.get("failed"), info.counts
     assert f"value={info.best.value!r}" in printed.getvalue()  # print(study.best())
