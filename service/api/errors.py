@@ -62,6 +62,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        if isinstance(exc.__cause__, RecursionError):  # FastAPI's 400 "error parsing the body"
+            return _json(422, "malformed JSON: nested too deeply", "body")
         return _json(exc.status_code, str(exc.detail), None, getattr(exc, "headers", None))
 
     @app.exception_handler(OperationalError)

@@ -282,11 +282,13 @@ def test_a_go_ucb_network_too_large_for_the_columns_is_refused_when_they_arrive(
      "the body must be a JSON object, sent with Content-Type: application/json"),
     (b'{"name": "x", "candidates": [[1.0]], "lease_seconds": NaN}',
      {"content-type": "application/json"}, "Input should be a finite number"),
+    (b'{"name": "x", "candidates": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+     {"content-type": "application/json"}, "malformed JSON: nested too deeply"),
 ])
 def test_a_body_that_is_not_a_json_object_says_so(tmp_path, content, headers, detail):
     """They answered "JSON decode error" with the field "14" (a byte offset), pydantic's "valid
-    dictionary or object to extract fields from", and for a NaN lease "less than or equal to
-    604800"."""
+    dictionary or object to extract fields from", for a NaN lease "less than or equal to
+    604800", and for 10^5 nested lists a 400 "There was an error parsing the body"."""
     with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as client:
         r = client.post("/v1/studies", content=content, headers=headers)
         assert r.status_code == 422 and r.json()["detail"] == detail, r.text
