@@ -111,7 +111,9 @@ class Study:
         """Up to ``count`` trials to evaluate. A worker asking again gets its running trials
         back first; in sync mode fewer may come, with ``waiting`` and ``retry_after`` set.
         Without ``worker_id``, this handle's :attr:`worker_id` (a shared default handed every
-        caller the same trial)."""
+        caller the same trial). TypeError if ``worker_id`` is not a string: ``ask(5)`` means
+        ``ask(count=5)``, but the first positional argument is the worker's id."""
+        _check_worker_id(worker_id)
         worker_id = self.worker_id if worker_id is None else worker_id
         body = validated(SuggestRequest, worker_id=worker_id, count=count).model_dump()
         response = self.client.request("POST", self._path("/suggestions"), json=body)
@@ -295,15 +297,16 @@ class Study:
         installed. TimeoutError after ``timeout`` seconds; ConflictError once nothing is in
         flight while the study itself is not active (paused: its dispatch sends no trials
         until :meth:`resume`, so the wait would never end). A study without a dispatch returns
-        at once, ``status`` None. A server restart is ridden out as by :meth:`optimize`:
-        ServerUnavailable once the server has been unavailable for ``max_outage`` seconds, or
-        at ``timeout`` if it is still unavailable then."""
+        at once, ``status`` None, with no progress bar. A server restart is ridden out as by
+        :meth:`optimize`: ServerUnavailable once the server has been unavailable for
+        ``max_outage`` seconds, or at ``timeout`` if it is still unavailable then."""
         import time
 
         deadline = None if timeout is None else time.monotonic() + timeout
         outage = Outage(max_outage, self.client.backoff, deadline)
         status = outage.call(self.dispatch_status)
-        bar = _progress_bar(status.n_evaluations or 0) if progress else None
+        # no dispatch: nothing to show (an empty bar would read as a stalled one)
+        bar = _progress_bar(status.n_evaluations or 0) if progress and status.status else None
         try:
             while status.status == "running":
                 idle = status.in_flight == 0
@@ -345,6 +348,16 @@ class Study:
         return optimize(self, fn, n_evaluations, n_workers=n_workers, executor=executor,
                         progress=progress, worker_id_prefix=worker_id_prefix, vector=vector,
                         max_outage=max_outage)
+
+
+def _check_worker_id(worker_id: object) -> None:
+    """TypeError for a ``worker_id`` that is neither a string nor None (a count given first)."""
+    if worker_id is None or isinstance(worker_id, str):
+        return
+    hint = (f"; for {worker_id} trials call ask(count={worker_id})"
+            if isinstance(worker_id, int) and not isinstance(worker_id, bool) else "")
+    raise TypeError(f"ask(worker_id, count): worker_id must be a str or None, not "
+                    f"{type(worker_id).__name__}{hint}")
 
 
 def _progress_bar(total: int) -> Any:

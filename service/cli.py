@@ -1,5 +1,5 @@
-"""The ``bbkb`` command: demo, serve, worker, study, migrate, keys create / ensure / list /
-revoke."""
+"""The ``bbkb`` command: demo, serve, worker, study, queue, migrate, keys create / ensure /
+list / revoke."""
 
 from __future__ import annotations
 
@@ -250,17 +250,22 @@ def build_parser() -> argparse.ArgumentParser:
     data_dir.add_argument("--data-dir", help="where the default SQLite database lives "
                           "(default: BBKB_DATA_DIR, else ./bbkb-data; BBKB_DATABASE_URL wins)")
     serve = sub.add_parser("serve", parents=[data_dir],
-                           help="run the API server (settings from BBKB_* variables)")
+                           help="run the API server (settings from BBKB_* variables)",
+                           description="Run the API server (uvicorn; OpenAPI at /docs). Its "
+                                       "settings are BBKB_* variables (README, Deployment); "
+                                       "the options below override theirs.")
     env = os.environ.get
-    serve.add_argument("--host", default=env("BBKB_HOST", "127.0.0.1"), help="default: BBKB_HOST")
+    serve.add_argument("--host", default=env("BBKB_HOST", "127.0.0.1"),
+                       help="default: BBKB_HOST, else 127.0.0.1")
     serve.add_argument("--port", type=_port, help="default: BBKB_PORT, else 8000")
     serve.add_argument("--workers", type=_processes,
-                       help="uvicorn worker processes (default: BBKB_API_WORKERS)")
+                       help="uvicorn worker processes (default: BBKB_API_WORKERS, else 1)")
     serve.add_argument("--no-auth", action="store_true",
                        help="single-user mode: no API keys (BBKB_AUTH=none)")
     serve.add_argument("--log-level", type=str.lower, choices=logs.LEVELS,
                        default=env("BBKB_LOG_LEVEL", "info"),
-                       help="default: BBKB_LOG_LEVEL; BBKB_LOG_FORMAT=json for JSON lines")
+                       help="default: BBKB_LOG_LEVEL, else info; BBKB_LOG_FORMAT=json for "
+                            "JSON lines")
     serve.set_defaults(run=_serve)
 
     sub.add_parser("worker", add_help=False,  # listed here, run by main before any parsing

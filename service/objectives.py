@@ -11,7 +11,9 @@ module, but it can refuse what no worker could resolve, before any trial is spen
   its own list, by every worker before any import;
 - ``function:<name>``: a test function of :mod:`service.problems` (``?dim=`` a positive integer);
 - ``dataset:<name>``: one of :data:`service.problems.DATASETS`;
-- options after ``?`` are finite numbers: ``delay`` (seconds, >= 0; any kind), ``noise``
+- options after ``?`` are finite numbers: ``delay`` (seconds, >= 0 and below the job timeout:
+  a dispatch's ``job_timeout``, or for a study's objective the longest one a dispatch accepts,
+  :data:`MAX_JOB_TIMEOUT`; any kind), ``noise``
   (sd, >= 0; functions and data sets), ``dim`` (an integer in [1, MAX_FUNCTION_DIM];
   functions). A new objective (``strict``: a study or dispatch request) gives each once and no
   other key: a misspelt option would do nothing. Stored ones are read as before these checks
@@ -34,6 +36,8 @@ from .problems import DATASETS, FUNCTIONS, get_function, load_dataset
 
 #: Largest ``dim`` of a built-in test function (its box and candidates are dim-sized arrays).
 MAX_FUNCTION_DIM = 10_000
+#: The longest ``job_timeout`` a dispatch accepts (seconds; schemas.DispatchRequest's bound).
+MAX_JOB_TIMEOUT = 7 * 86400
 FORMS = "'package.module:function', 'function:<name>' or 'dataset:<name>'"
 #: The setting (server and workers) that lists the modules import-path objectives may come from.
 MODULES_VARIABLE = "BBKB_OBJECTIVE_MODULES"
@@ -165,14 +169,34 @@ def check_module(parsed: ParsedObjective, spec: str, allowed: Iterable[str],
         "server and on the workers")
 
 
-def check_objective(spec: str, modules: Iterable[str], *, new: bool = False) -> None:
+def check_objective(spec: str, modules: Iterable[str], *, new: bool = False,
+                    job_timeout: int | None = None) -> None:
     """Raise :class:`Invalid` (field ``objective``) if no worker could resolve ``spec`` or if its
     module is not in ``modules`` (the server's ``Settings.objective_modules``); a ``new`` one (a
-    request's, not a stored one) is parsed ``strict``."""
+    request's, not a stored one) is parsed ``strict``. Its ``delay`` must be below
+    ``job_timeout`` (a dispatch's) or, for a ``new`` one without it, below
+    :data:`MAX_JOB_TIMEOUT`: every evaluation would otherwise be stopped by its job's timeout
+    (or, beyond what a timestamp holds, fail with an OverflowError)."""
     try:
-        check_module(parse_objective(spec, strict=new), spec, modules)
+        parsed = parse_objective(spec, strict=new)
+        check_module(parsed, spec, modules)
     except ValueError as exc:
         _refuse(str(exc))
+    if job_timeout is not None:
+        _check_delay(spec, parsed, job_timeout, "the dispatch's job_timeout",
+                     f"; give a smaller delay or a larger job_timeout (at most "
+                     f"{MAX_JOB_TIMEOUT})")
+    elif new:
+        _check_delay(spec, parsed, MAX_JOB_TIMEOUT, "the longest job_timeout a dispatch takes")
+
+
+def _check_delay(spec: str, parsed: ParsedObjective, limit: int, what: str,
+                 hint: str = "") -> None:
+    """Refuse a ``delay`` that is not below ``limit`` seconds (``what`` names the limit)."""
+    delay = parsed.options.get("delay", 0.0)
+    if delay >= limit:
+        _refuse(f"objective {spec!r}: option delay ({delay:g} s) must be below {what} "
+                f"({limit} s): every evaluation would be stopped before it ends{hint}")
 
 
 def check_fits(spec: str, n_candidates: int, dim: int) -> None:

@@ -3,7 +3,9 @@
 Features are what the kernel sees: floats as they are, log-scale floats as log(x), integers as
 numbers (log-scale ones sampled log-uniformly), categoricals one-hot. A search space plus a count
 becomes a candidate set by a scrambled Sobol sequence (scipy.stats.qmc), seeded by the study's
-seed.
+seed; an entirely discrete space with no more distinct points than the count gives each once.
+The candidates are stored with the study (never drawn again), so how new ones are made can
+change without touching stored studies.
 
 The models are part of the API schemas, which the SDK imports: numpy and scipy are imported only
 where candidates are made or decoded, so ``import client`` stays light.
@@ -26,6 +28,8 @@ Value = float | int | str
 #: Largest |low| and |high|: the engine's bound on candidates (engine.strategy.MAX_MAGNITUDE;
 #: not imported, so that ``import client`` stays light).
 BOUND = 1e100
+#: Integers up to this magnitude are exact in float64 features (2**53).
+EXACT_INTEGERS = 2.0**53
 
 
 class Parameter(BaseModel):
@@ -76,6 +80,32 @@ class SearchSpace(BaseModel):
     def dim(self) -> int:
         return sum(p.width for p in self.parameters)
 
+    def candidates(self, n: int, seed: int) -> np.ndarray:
+        """A study's candidate set: ``n`` rows drawn by :meth:`sample` or, when every parameter
+        is discrete (int or categorical) and the space has at most ``n`` distinct points,
+        each of them once (:meth:`grid`): more draws could only repeat points, each one arm
+        (an identical configuration evaluated again) under another candidate index."""
+        size = self.size()
+        return self.grid() if size is not None and size <= n else self.sample(n, seed)
+
+    def size(self) -> int | None:
+        """The number of distinct points of an entirely discrete space (None with a float)."""
+        counts = [_levels(p) for p in self.parameters]
+        return None if None in counts else math.prod(counts)  # type: ignore[arg-type]
+
+    def grid(self) -> np.ndarray:
+        """Every point of an entirely discrete space once, as feature rows (the last parameter
+        varying fastest)."""
+        import numpy as np
+
+        shape = [_levels(p) for p in self.parameters]
+        assert None not in shape, "only an entirely discrete space has a grid"
+        index = np.unravel_index(np.arange(math.prod(shape)), shape)  # type: ignore[arg-type]
+        columns = [np.eye(p.width)[k] if p.type == "categorical"
+                   else math.ceil(float(p.low)) + k.astype(np.float64)  # type: ignore[arg-type]
+                   for p, k in zip(self.parameters, index, strict=True)]
+        return np.column_stack(columns).astype(np.float64)
+
     def sample(self, n: int, seed: int) -> np.ndarray:
         """n candidate rows (n, dim) from a scrambled Sobol sequence in the unit cube."""
         import numpy as np
@@ -120,6 +150,17 @@ class SearchSpace(BaseModel):
                 out[p.name] = float(math.exp(row[col]) if p.log else row[col])
             col += p.width
         return out
+
+
+def _levels(p: Parameter) -> int | None:
+    """How many values a discrete parameter takes; None for a float one, and for integers
+    beyond 2**53, which float64 features cannot tell apart (they are drawn as before)."""
+    if p.type == "categorical":
+        return p.width
+    low, high = float(p.low), float(p.high)  # type: ignore[arg-type]
+    if p.type != "int" or max(abs(low), abs(high)) > EXACT_INTEGERS:
+        return None
+    return math.floor(high) - math.ceil(low) + 1
 
 
 def decode_matrix_row(names: list[str], row: np.ndarray) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def candidates_of(request: StudyCreate, seed: int) -> np.ndarray | None:
     """The candidate matrix from the request (None when it will be uploaded)."""
     if request.search_space is not None:
         space = SearchSpace(parameters=request.search_space)
-        return space.sample(int(request.n_candidates or 0), seed)
+        return space.candidates(int(request.n_candidates or 0), seed)
     if request.candidates is None:
         return None
     try:

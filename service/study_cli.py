@@ -426,7 +426,7 @@ STUDY_HELP = "study id or name (an id takes precedence over an all-digit name)"
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register ``bbkb study ...`` on the main parser's subcommands."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", help="API address (default: BBKB_URL or http://127.0.0.1:8000)")
+    common.add_argument("--url", help="API address (default: BBKB_URL, else http://127.0.0.1:8000)")
     common.add_argument("--api-key", help="API key (default: BBKB_API_KEY)")
     common.add_argument("--json", action="store_true", help="print JSON instead of text")
 

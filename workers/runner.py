@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from redis import Redis
 
 QUEUE = "bbkb"
+log = logging.getLogger("bbkb.worker")  # workers.job's: one logger for the worker's own lines
 #: The signals a ``-n N`` parent (and ``bbkb demo``) takes for its worker processes: SIGHUP
 #: (the terminal closed) as SIGTERM.
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -92,6 +94,7 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     _check_modules()
     connection = _redis(redis_url)
     _check_api()
+    _ready(redis_url)
     while True:
         worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
         try:
@@ -248,6 +251,44 @@ def _check_api() -> None:
         raise StartupError(f"the API (BBKB_URL) is unusable: {exc}") from exc
 
 
+def _ready(redis_url: str) -> None:
+    """Log (info) that this worker process is ready: the queue, Redis and API it serves,
+    their passwords masked (the only sign of life at the default level until a job fails)."""
+    import workers.job
+
+    log.info("worker ready", extra={
+        "queue": QUEUE, "redis": masked_url(redis_url),
+        "api": masked_url(workers.job._client().url), "pid": os.getpid()})
+
+
+def masked_url(url: str) -> str:
+    """``url`` with the password of its user part (``user:PASSWORD@``; a user part without a
+    colon, all of it) and of a ``password=`` query parameter as ``***``."""
+    url = re.sub(r"^([a-z][a-z0-9+.-]*://)([^/?#]*)@",
+                 lambda m: m.group(1) + (m.group(2).split(":", 1)[0] + ":***"
+                                         if ":" in m.group(2) else "***") + "@",
+                 url, flags=re.I)
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", url, flags=re.I)
+
+
+def configure_logs(environ: dict[str, str] | None = None) -> None:
+    """A process started as ``python -m workers.runner`` (:func:`spawn`'s) logs as ``bbkb``
+    does when BBKB_LOG_FORMAT is set (``bbkb worker -n N`` sets it for its processes; unset,
+    logging is left as it is, as the server does). ValueError naming the variable if bad."""
+    from service import logs
+
+    environ = dict(os.environ) if environ is None else environ
+    log_format = environ.get("BBKB_LOG_FORMAT") or None
+    if log_format is None:
+        return
+    if log_format not in ("text", "json"):
+        raise ValueError(f"BBKB_LOG_FORMAT: expected text or json, got {log_format!r}")
+    try:
+        logs.configure(log_format, environ.get("BBKB_LOG_LEVEL") or "info")  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ValueError(f"BBKB_LOG_LEVEL: {exc}") from None
+
+
 def spawn(redis_url: str, processes: int, env: dict[str, str] | None = None,
           burst: bool = False, children: list[subprocess.Popen[bytes]] | None = None
           ) -> list[subprocess.Popen[bytes]]:
@@ -374,6 +415,7 @@ def run_children(redis_url: str, processes: int, burst: bool = False) -> int:
     docstring for the signals). They are started one by one into the list the signal handler
     sees, and stopped whatever ends the loop."""
     children: list[subprocess.Popen[bytes]] = []
+    log_env = {"BBKB_LOG_FORMAT": os.environ.get("BBKB_LOG_FORMAT") or "text"}  # as bbkb's
     stopping = threading.Event()  # a child still in its start-up checks dies of the SIGTERM
     handler = on_signal(children, stopping)
     for signum in HANDLED:
@@ -383,7 +425,7 @@ def run_children(redis_url: str, processes: int, burst: bool = False) -> int:
         for _ in range(processes):
             if stopping.is_set():
                 break
-            spawn(redis_url, 1, burst=burst, children=children)
+            spawn(redis_url, 1, burst=burst, children=children, env=log_env)
         return supervise(children, stopping=stopping, burst=burst)
     finally:
         stop(children)
@@ -395,4 +437,8 @@ if __name__ == "__main__":
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # even if the parent inherited SIG_IGN
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})  # spawn()
+    try:
+        configure_logs()
+    except ValueError as error:
+        raise SystemExit(f"bbkb worker: {error}") from None
     raise SystemExit(main())

@@ -384,6 +384,30 @@ def test_a_bad_worker_retry_budget_is_one_error_line(value: str) -> None:
         f"got {value!r}\n"), done.stderr
 
 
+def test_the_help_names_every_command_and_every_fallback(capsys) -> None:
+    """The audit: bbkb --help's summary line left out queue; bbkb serve --help had no
+    description, and --host / --workers named only their variables, not the values used
+    without them (127.0.0.1, 1), while --port said "else 8000"."""
+    import argparse
+
+    parser = build_parser()
+    summary = parser.description or ""
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert [name for name in commands.choices if name not in summary] == []
+    serve = commands.choices["serve"]
+    assert serve.description and "BBKB_" in serve.description
+    helps = {a.dest: a.help or "" for a in serve._actions}
+    for dest, variable, fallback in (
+            ("host", "BBKB_HOST", "127.0.0.1"), ("port", "BBKB_PORT", "8000"),
+            ("workers", "BBKB_API_WORKERS", "1"), ("log_level", "BBKB_LOG_LEVEL", "info"),
+            ("data_dir", "BBKB_DATA_DIR", "./bbkb-data")):
+        assert f"default: {variable}, else {fallback}" in helps[dest], (dest, helps[dest])
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    shown = capsys.readouterr().out
+    assert "default: BBKB_HOST, else 127.0.0.1" in shown and "OpenAPI" in shown, shown
+
+
 def test_bbkb_worker_takes_the_runners_own_options(capsys) -> None:
     """``bbkb worker`` forwards its arguments to workers.runner (one parser, not two)."""
     code, out, _ = run(capsys, "worker", "--help")

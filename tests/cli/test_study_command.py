@@ -94,6 +94,18 @@ def test_search_space_and_errors_are_one_line_not_tracebacks(server, tmp_path, c
         main(["study", "create", "x", "--candidates", str(bad), *url])
 
 
+def test_wait_without_a_dispatch_prints_only_its_line(server, capsys):
+    """The audit: before the "no dispatch" line, an empty progress bar ("evaluations: 0eval
+    [00:00, ?eval/s]") was drawn on stderr."""
+    url = ["--url", server.url]
+    space = json.dumps([{"name": "x", "low": 0, "high": 1}])
+    assert run(capsys, "study", "create", "idle", "--search-space", space,
+               "--n-candidates", "8", *url)[0] == 0
+    code, out, err = run(capsys, "study", "wait", "idle", *url)
+    assert (code, err) == (0, ""), err
+    assert out.strip().endswith(": no dispatch; the study has 0 completed and 0 failed trials")
+
+
 def test_unreachable_server_exits_2(capsys):
     code, _, err = run(capsys, "study", "list", "--url", "http://127.0.0.1:9")
     assert code == 2 and err.startswith("error: ")

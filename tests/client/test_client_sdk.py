@@ -81,6 +81,24 @@ def test_local_argument_errors_are_value_errors(study):
         study.ask(count=0)
 
 
+def test_a_count_given_as_the_worker_id_is_a_type_error(study):
+    """The audit: study.ask(5) sent worker_id 5 and raised InvalidArgument "worker_id: Input
+    should be a valid string". The first positional argument stays the worker's id (callers
+    write ask("w")), so a count there is a TypeError saying how to ask for 5, before any
+    request; keyword and string callers are unchanged."""
+    with pytest.raises(TypeError, match=r"worker_id must be a str or None, not int; for 5 "
+                                        r"trials call ask\(count=5\)"):
+        study.ask(5)
+    with pytest.raises(TypeError, match="not float$"):
+        study.ask(2.0)
+    with pytest.raises(TypeError, match="not bool$"):
+        study.ask(True)
+    assert study.info.counts.get("running", 0) == 0  # nothing was sent
+    assert len(study.ask(count=2).trials) == 2
+    assert len(study.ask("w", 3).trials) == 3
+    assert len(study.ask(worker_id="w", count=3).trials) == 3  # its running trials again
+
+
 def test_api_keys_401_and_env(tmp_path, make_app, monkeypatch):
     from fastapi.testclient import TestClient
 

@@ -85,6 +85,41 @@ def test_log_scale_integers_are_sampled_log_uniformly():
     assert 450 <= np.median(sample(log=False)) <= 575  # linear stays uniform
 
 
+def test_a_small_discrete_space_gives_each_point_once(tmp_path):
+    """The audit: an int (4 values) x categorical (2) space with n_candidates 1000 reported
+    1000 candidates for 8 distinct points, and handed out identical configurations as
+    different candidates. An entirely discrete space with at most n_candidates points gives
+    each once (n_candidates says how many); other spaces are drawn as before."""
+    from service.store import queries
+    from service.store.database import transaction
+
+    space = [{"name": "layers", "type": "int", "low": 1, "high": 4},
+             {"name": "act", "type": "categorical", "choices": ["relu", "tanh"]}]
+    with app_client(f"sqlite:///{tmp_path / 'd.db'}", tmp_path) as client:
+        def create(name: str, n: int, parameters: list[dict]) -> np.ndarray:
+            r = client.post("/v1/studies", json={"name": name, "n_candidates": n,
+                                                 "search_space": parameters})
+            assert r.status_code == 201, r.text
+            with transaction(client.app.state.sessions) as session:
+                stored = queries.load_candidates(session, r.json()["id"])
+            assert r.json()["n_candidates"] == len(stored)
+            return stored
+
+        disc = create("disc", 1000, space)
+        assert len(disc) == 8 and len(np.unique(disc, axis=0)) == 8
+        decoded = {tuple(SearchSpace(parameters=space).decode(row).values()) for row in disc}
+        assert decoded == {(k, a) for k in range(1, 5) for a in ("relu", "tanh")}
+        assert len(create("exact", 8, space)) == 8
+        assert len(np.unique(create("odd", 15, [{"name": "k", "type": "int", "low": 1,
+                                                  "high": 15, "log": True}]), axis=0)) == 15
+        # fewer than its points, or a float parameter: n Sobol draws, as before
+        seed = client.get("/v1/studies").json()["studies"][0]["spec"]["engine"]["seed"]
+        assert np.array_equal(create("few", 6, space),
+                              SearchSpace(parameters=space).sample(6, seed))
+        mixed = space + [{"name": "lr", "low": 1e-4, "high": 0.1, "log": True}]
+        assert len(create("mixed", 1000, mixed)) == 1000
+
+
 def test_integer_parameters_stay_within_their_bounds(tmp_path):
     with app_client(f"sqlite:///{tmp_path / 'i.db'}", tmp_path) as client:
         r = client.post("/v1/studies", json={"name": "s", "n_candidates": 8, "search_space": [

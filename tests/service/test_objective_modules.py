@@ -205,6 +205,52 @@ def test_options_must_be_finite_and_delay_and_noise_nonnegative(servers, options
         assert r.status_code == 422 and r.json()["field"] == "objective", r.text
 
 
+def test_a_delay_not_below_the_job_timeout_is_refused(tmp_path):
+    """The audit: dispatching function:levy?delay=1e308 answered 200 and the worker failed the
+    trial with an OverflowError in time.sleep; ?delay=99999999 slept until the job timeout
+    killed it. A dispatch's delay must be below its job_timeout, a study's below the longest
+    job_timeout a dispatch takes (checked against the dispatch's when it runs the study's)."""
+    from service.api.schemas import DispatchRequest
+    from service.objectives import MAX_JOB_TIMEOUT
+
+    bound = [m.le for m in DispatchRequest.model_fields["job_timeout"].metadata
+             if hasattr(m, "le")]
+    assert bound == [MAX_JOB_TIMEOUT]
+    redis = RedisProcess().start()
+    server = _server(tmp_path, "", redis_url=redis.url).start()
+    try:
+        def dispatch(sid: int, **body: object) -> httpx2.Response:
+            return httpx2.post(f"{server.url}/v1/studies/{sid}/dispatch",
+                               json={"n_evaluations": 1, "parallelism": 1, **body})
+
+        sid = _create(server.url, "function:levy", BOX).json()["id"]
+        for objective, timeout in (("function:levy?delay=1e308", 3600),
+                                   ("function:levy?delay=99999999", 3600),
+                                   ("function:levy?delay=3600", 3600),
+                                   ("function:levy?delay=7200", 7200)):
+            r = dispatch(sid, objective=objective, job_timeout=timeout)
+            assert r.status_code == 422 and r.json()["field"] == "objective", r.text
+            assert "option delay" in r.json()["detail"]
+            assert f"job_timeout ({timeout} s)" in r.json()["detail"], r.text
+        assert dispatch(sid, objective="function:levy?delay=3599").status_code == 200
+        assert dispatch(sid, objective="function:levy?delay=3600",
+                        job_timeout=7200).status_code == 200
+
+        r = _create(server.url, "function:levy?delay=1e308", BOX)
+        assert r.status_code == 422 and r.json()["field"] == "objective", r.text
+        assert f"longest job_timeout a dispatch takes ({MAX_JOB_TIMEOUT} s)" in r.json()[
+            "detail"]
+        r = _create(server.url, "function:levy?delay=5000", BOX)  # a long job_timeout fits it
+        assert r.status_code == 201, r.text
+        slow = r.json()["id"]
+        r = dispatch(slow)  # the study's objective, the default job_timeout 3600
+        assert r.status_code == 422 and "job_timeout (3600 s)" in r.json()["detail"], r.text
+        assert dispatch(slow, job_timeout=5001).status_code == 200
+    finally:
+        server.stop()
+        redis.stop()
+
+
 @pytest.mark.parametrize("objective, why", [
     ("function:branin?dealy=0.5", "unknown option 'dealy'"),
     ("function:branin?delay=1&delay=2", "given twice"),

@@ -421,6 +421,60 @@ def test_an_unreachable_api_stops_the_worker_after_the_retry_budget():
     assert "the API (BBKB_URL) is unusable" in err and "attempt(s)" in err, err
 
 
+@pytest.mark.parametrize("n, log_format", [(1, "text"), (2, None), (2, "json")])
+def test_a_ready_worker_process_says_so_once_with_its_password_masked(server_factory, tmp_path,
+                                                                      n, log_format):
+    """The audit: at the default level (info) ``bbkb worker`` printed nothing from start to
+    stop; only ``bbkb queue`` showed it alive. Each worker process logs one line once ready:
+    its queue, Redis (the password masked) and API; ``-n N`` processes log as ``bbkb`` does
+    (text unless BBKB_LOG_FORMAT says otherwise)."""
+    import json
+
+    from redis import Redis
+
+    redis = RedisProcess().start()
+    try:
+        Redis.from_url(redis.url).config_set("requirepass", "sekret")
+        server = server_factory({"BBKB_DATA_DIR": str(tmp_path), "BBKB_AUTH": "none"})
+        log = tmp_path / "worker.log"
+        env = {k: v for k, v in os.environ.items() if k != "BBKB_LOG_FORMAT"}
+        env |= {"BBKB_URL": server.url} | ({"BBKB_LOG_FORMAT": log_format} if log_format else {})
+        with log.open("w") as stderr:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "service.cli", "worker", "-n", str(n), "--redis-url",
+                 redis.url.replace("redis://", "redis://:sekret@")], env=env, stderr=stderr)
+            _until(lambda: log.read_text().count("worker ready") == n, 60, "ready lines")
+            worker.send_signal(signal.SIGTERM)
+            try:
+                code = worker.wait(timeout=30)
+            finally:
+                worker.kill()  # (no-op once it exited; its children stop with it)
+    finally:
+        redis.stop()
+    lines = log.read_text().splitlines()
+    assert code == 0 and len(lines) == n and "sekret" not in log.read_text(), lines
+    for line in lines:
+        if log_format == "json":
+            record = json.loads(line)
+            assert (record["level"], record["msg"], record["queue"]) == (
+                "info", "worker ready", "bbkb")
+            assert record["redis"] == redis.url.replace("redis://", "redis://:***@")
+        else:
+            assert " INFO bbkb.worker worker ready queue=bbkb redis=redis://:***@127.0.0.1:" \
+                in line and f"api={server.url} pid=" in line, line
+
+
+def test_passwords_in_urls_are_masked():
+    for url, shown in (
+            ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+            ("redis://:pw@h:6379/0", "redis://:***@h:6379/0"),
+            ("rediss://user:p@ss@h/0", "rediss://user:***@h/0"),
+            ("redis://pw@h", "redis://***@h"),
+            ("unix:///run/redis.sock?db=1&password=pw&x=1",
+             "unix:///run/redis.sock?db=1&password=***&x=1")):
+        assert runner.masked_url(url) == shown
+
+
 def test_a_signal_name_is_reported_for_a_killed_child(capsys):
     """supervise() on real processes: a child killed by a signal is named with its signal."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

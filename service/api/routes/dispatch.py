@@ -50,7 +50,8 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
     objective = body.objective or study.spec.get("objective")
     if not objective:
         raise Invalid(f"an objective {FORMS} is needed", field="objective")
-    check_objective(objective, settings.objective_modules, new=body.objective is not None)
+    check_objective(objective, settings.objective_modules, new=body.objective is not None,
+                    job_timeout=body.job_timeout)  # (the study's objective too)
     if study.n_candidates:  # (none yet: the dispatch waits for the upload, which checks)
         check_fits(objective, study.n_candidates, study.dim)
     if request.app.state.dispatcher is None:
@@ -100,7 +101,8 @@ def resume_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
                     request: Request) -> DispatchStatus:
     plan = owned(session, study_id, owner, lock=True).dispatch
     if plan and plan.get("objective"):  # BBKB_OBJECTIVE_MODULES may have changed since
-        check_objective(plan["objective"], settings.objective_modules)
+        check_objective(plan["objective"], settings.objective_modules,
+                        job_timeout=int(plan.get("job_timeout", 3600)))
     status = _set(study_id, owner, session, runtimes, "running")
     if request.app.state.dispatcher is not None:
         request.app.state.dispatcher.wake.set()
