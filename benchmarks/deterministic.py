@@ -10,8 +10,10 @@ sampling without replacement (its exact expectation over 200 draws): the simple 
 candidates evaluated. Candidates: ``function_problem``'s (Sobol points plus the known
 minimisers) or, with ``uniform`` in the name, ``--candidates`` uniform points of the box (the
 user audit's 500 on Branin, where the default evaluated one candidate 467 times in 500).
+``--noise s`` adds N(0, (s x the values' range)^2) to each observation; the simple regret is then
+that of the best OBSERVED trial's true value (what a study reports as its best).
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/deterministic.py [--seeds 10]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/deterministic.py [--seeds 10] [--noise 0.01]
 
 Figures (session 29, 10 seeds: mean simple regret after T evaluations, in the function's own
 units; distinct candidates evaluated in 200)::
@@ -59,23 +61,29 @@ def candidates(name: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, fl
     return problem.candidates, problem.values, float(problem.values.max())
 
 
-def run(X: np.ndarray, values: np.ndarray, T: int, seed: int,
-        deterministic: bool) -> tuple[np.ndarray, int]:
-    """Best value found after each of ``MARKS`` evaluations, and the distinct arms at T."""
+def run(X: np.ndarray, values: np.ndarray, T: int, seed: int, deterministic: bool,
+        noise: float) -> tuple[np.ndarray, int]:
+    """The true value of the best observed trial (what a study reports as its best) after each
+    of ``MARKS`` evaluations, and the distinct arms at T; ``noise``: the sd added to each
+    observation."""
     strategy = Strategy(X, strategy="bbkb", mode="async", seed=seed, deterministic=deterministic)
-    best = np.empty(T)
+    rng = np.random.default_rng([seed, 1])
+    observed, arms = np.empty(T), np.empty(T, dtype=np.int64)
     for t in range(T):
         (selection,) = strategy.ask(1)
-        strategy.tell(selection.t, float(values[selection.arm]))
-        best[t] = max(values[selection.arm], best[t - 1] if t else -np.inf)
-    return best[[m - 1 for m in MARKS]], len(np.unique(strategy.records["arm"]))
+        observed[t] = values[selection.arm] + noise * rng.standard_normal()
+        arms[t] = selection.arm
+        strategy.tell(selection.t, float(observed[t]))
+    return np.array([values[arms[np.argmax(observed[:m])]] for m in MARKS]), len(set(arms))
 
 
-def uniform_best(values: np.ndarray, rng: np.random.Generator, draws: int = 200) -> np.ndarray:
-    """Mean best value of uniform sampling without replacement after each of ``MARKS``."""
+def uniform_best(values: np.ndarray, noise: float, rng: np.random.Generator,
+                 draws: int = 200) -> np.ndarray:
+    """The same for uniform sampling without replacement (mean over ``draws`` runs)."""
     picks = np.array([rng.permutation(len(values))[: MARKS[-1]] for _ in range(draws)])
-    running = np.maximum.accumulate(values[picks], axis=1)
-    return running[:, [m - 1 for m in MARKS]].mean(axis=0)
+    observed = values[picks] + noise * rng.standard_normal(picks.shape)
+    return np.array([np.take_along_axis(values[picks], np.argmax(observed[:, :m], axis=1)[:, None],
+                                        axis=1).mean() for m in MARKS])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -84,6 +92,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--problems", nargs="+",
                         default=["branin-uniform", "branin", "hartmann6", "levy"])
     parser.add_argument("--candidates", type=int, default=2000)
+    parser.add_argument("--noise", type=float, default=0.0,
+                        help="observation noise sd, as a fraction of the candidate values' range")
     args = parser.parse_args(argv)
     print(f"{'problem':20} {'variant':14} " + " ".join(f"T={m:<7}" for m in MARKS)
           + " distinct at T=200")
@@ -93,11 +103,13 @@ def main(argv: list[str] | None = None) -> None:
         distinct: dict[str, list[int]] = {"default": [], "deterministic": []}
         for seed in range(args.seeds):
             X, values, optimum = candidates(name, n, seed)
+            noise = args.noise * np.ptp(values)
             for variant in ("default", "deterministic"):
-                best, arms = run(X, values, MARKS[-1], seed, variant == "deterministic")
+                best, arms = run(X, values, MARKS[-1], seed, variant == "deterministic", noise)
                 gaps[variant].append(optimum - best)
                 distinct[variant].append(arms)
-            gaps["uniform"].append(optimum - uniform_best(values, np.random.default_rng(seed)))
+            gaps["uniform"].append(
+                optimum - uniform_best(values, noise, np.random.default_rng(seed)))
         label = f"{name} ({n})"
         for variant, series in gaps.items():
             cells = " ".join(f"{g:<9.4g}" for g in np.mean(series, axis=0))
