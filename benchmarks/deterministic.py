@@ -35,6 +35,13 @@ units; distinct candidates evaluated in 200)::
 After its first fit (20 distinct arms) the default proposes few new candidates: from T = 100 on
 it is further from the optimum than uniform sampling on every row. ``deterministic`` finds the
 optimum on every seed by T = 200 on the three Sobol rows, and to within 0.002 on branin-uniform.
+
+With noise (``--noise 0.01``: sd 1% of the values' range, 3 on Branin, whose values near the
+optimum differ by less; 10 seeds), the true value of the best observed trial, at T = 200:
+branin-uniform default 0.86 / deterministic 0.84 / uniform 1.10; branin 1.20 / 1.01 / 1.32;
+hartmann6 1.25 / 0 / 0.94; levy 1.12 / 0.40 / 0.60. Never repeating is no worse for the value
+a study reports even with noise; what it gives up is the cumulative regret (the papers' metric,
+issue 8's), and with a budget near the number of candidates it evaluates nearly all of them.
 """
 
 from __future__ import annotations
