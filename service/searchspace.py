@@ -3,7 +3,8 @@
 Features are what the kernel sees: floats as they are, log-scale floats as log(x), integers as
 numbers (log-scale ones sampled log-uniformly), categoricals one-hot. A search space plus a count
 becomes a candidate set by a scrambled Sobol sequence (scipy.stats.qmc), seeded by the study's
-seed; an entirely discrete space with no more distinct points than the count gives each once.
+seed; an entirely discrete space gives distinct points (each once if it has no more than the
+count).
 The candidates are stored with the study (never drawn again), so how new ones are made can
 change without touching stored studies.
 
@@ -81,12 +82,25 @@ class SearchSpace(BaseModel):
         return sum(p.width for p in self.parameters)
 
     def candidates(self, n: int, seed: int) -> np.ndarray:
-        """A study's candidate set: ``n`` rows drawn by :meth:`sample` or, when every parameter
-        is discrete (int or categorical) and the space has at most ``n`` distinct points,
-        each of them once (:meth:`grid`): more draws could only repeat points, each one arm
-        (an identical configuration evaluated again) under another candidate index."""
+        """A study's candidate set: ``n`` rows drawn by :meth:`sample`; where every parameter
+        is discrete (int or categorical), ``n`` distinct points: each point once if the space
+        has at most ``n`` (:meth:`grid`), else the first ``n`` distinct draws of a longer
+        Sobol sequence (fewer if 64 n draws do not hold them). A repeated point would be an
+        identical configuration under another candidate index, evaluated again as a new arm."""
+        import numpy as np
+
         size = self.size()
-        return self.grid() if size is not None and size <= n else self.sample(n, seed)
+        if size is None:
+            return self.sample(n, seed)
+        if size <= n:
+            return self.grid()
+        draws = n
+        while True:
+            rows = self.sample(draws, seed)  # each longer draw extends the same sequence
+            _, first = np.unique(rows, axis=0, return_index=True)
+            if len(first) >= n or draws >= 64 * n:
+                return rows[np.sort(first)[:n]]
+            draws *= 2
 
     def size(self) -> int | None:
         """The number of distinct points of an entirely discrete space (None with a float)."""

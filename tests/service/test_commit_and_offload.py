@@ -88,8 +88,9 @@ def test_log_scale_integers_are_sampled_log_uniformly():
 def test_a_small_discrete_space_gives_each_point_once(tmp_path):
     """The audit: an int (4 values) x categorical (2) space with n_candidates 1000 reported
     1000 candidates for 8 distinct points, and handed out identical configurations as
-    different candidates. An entirely discrete space with at most n_candidates points gives
-    each once (n_candidates says how many); other spaces are drawn as before."""
+    different candidates. An entirely discrete space gives distinct points: each once if it has
+    at most n_candidates (n_candidates says how many), else the first n distinct Sobol draws;
+    other spaces are drawn as before."""
     from service.store import queries
     from service.store.database import transaction
 
@@ -112,12 +113,18 @@ def test_a_small_discrete_space_gives_each_point_once(tmp_path):
         assert len(create("exact", 8, space)) == 8
         assert len(np.unique(create("odd", 15, [{"name": "k", "type": "int", "low": 1,
                                                   "high": 15, "log": True}]), axis=0)) == 15
-        # fewer than its points, or a float parameter: n Sobol draws, as before
+        # more points than n_candidates: n distinct ones, the first distinct Sobol draws
         seed = client.get("/v1/studies").json()["studies"][0]["spec"]["engine"]["seed"]
-        assert np.array_equal(create("few", 6, space),
-                              SearchSpace(parameters=space).sample(6, seed))
+        few = create("few", 6, space)
+        assert len(np.unique(few, axis=0)) == 6 and set(map(tuple, few)) <= set(map(tuple, disc))
+        log_int = [{"name": "k", "type": "int", "low": 1, "high": 1000, "log": True}]
+        drawn = SearchSpace(parameters=log_int).sample(100, seed)
+        assert len(np.unique(drawn, axis=0)) < 90  # plain draws repeat the small integers
+        assert len(np.unique(create("log", 100, log_int), axis=0)) == 100
+        # a float parameter: n Sobol draws, as before
         mixed = space + [{"name": "lr", "low": 1e-4, "high": 0.1, "log": True}]
-        assert len(create("mixed", 1000, mixed)) == 1000
+        assert np.array_equal(create("mixed", 1000, mixed),
+                              SearchSpace(parameters=mixed).sample(1000, seed))
 
 
 def test_integer_parameters_stay_within_their_bounds(tmp_path):
