@@ -286,8 +286,9 @@ class Strategy:
         nothing left to hand out (it returns what it could, then raises SelectionError)."""
         if not self.config.deterministic:
             return False
-        if self._taken is None:  # before the first batch: imports only
-            self._n_taken = len(np.unique(self._records.arm[: len(self._records)]))
+        if self._taken is None:  # before the first batch: imports only (read, never written
+            # here: the server reads this without the study's lock, Runtimes.exhausted)
+            return len(np.unique(self._records.arm[: len(self._records)])) >= self.n_arms
         return self._n_taken >= self.n_arms
 
     def _nothing_left(self) -> SelectionError:
