@@ -27,7 +27,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from . import trials
-from .engine import EngineConfig, SelectionError
+from .engine import EngineConfig
 from .errors import Invalid, ServiceError
 from .objectives import check_objective
 from .runtime import Runtimes
@@ -100,6 +100,17 @@ def _waiting_for_its_batch(session: Session, study_id: int) -> bool:
             Trial.study_id == study_id, Trial.status.in_(("running", "pending")))
         .group_by(Trial.status)).all())
     return bool(unfinished.get("running")) and not unfinished.get("pending")
+
+
+def _exhausted(session: Session, runtimes: Runtimes, study: Study) -> bool:
+    """Whether a deterministic study has had every candidate proposed or imported: from its
+    engine when this process has it current (a hint, as :func:`finished`'s), else one
+    O(trials) count of its distinct candidates."""
+    cached = runtimes.exhausted(study.id, study.version)
+    if cached is not None:
+        return cached
+    return int(session.scalar(select(func.count(func.distinct(Trial.candidate))).where(
+        Trial.study_id == study.id)) or 0) >= study.n_candidates
 
 
 def finished(session: Session, runtimes: Runtimes, study: Study) -> int:
@@ -202,12 +213,16 @@ class Dispatcher:
             study = session.get(Study, study_id)
             if study is None or (study.dispatch or {}).get("status") != "running":
                 return False
-            plan, spec, version = study.dispatch, study.spec, study.version
+            plan, spec = study.dispatch, study.spec
             in_flight = _in_flight(session, study_id)
             done = finished(session, self.runtimes, study)
-            sync = EngineConfig.from_dict(spec["engine"]).mode == "sync"
+            engine = EngineConfig.from_dict(spec["engine"])
+            sync = engine.mode == "sync"
             waiting = sync and _waiting_for_its_batch(session, study_id)
-        if remaining(plan, done, in_flight) <= 0 or self.runtimes.exhausted(study_id, version):
+            exhausted = engine.deterministic and _exhausted(session, self.runtimes, study)
+            if exhausted and queries.requeued(session, study_id, 1):
+                exhausted = False  # trials returned to the pool are still to hand out
+        if remaining(plan, done, in_flight) <= 0 or exhausted:
             return in_flight == 0  # then the top-up marks the dispatch done
         return not waiting if sync else in_flight < int(plan.get("parallelism", 1))
 
@@ -226,7 +241,7 @@ class Dispatcher:
         try:
             asked = trials.ask(session, runtime, study, count=want, now=utcnow(), held=[],
                                worker_id=f"{PREFIX}{uuid.uuid4().hex[:12]}")  # holds no trial
-        except SelectionError:
+        except Invalid:
             if not runtime.strategy.exhausted:
                 raise
             if in_flight == 0:  # deterministic: every candidate proposed, and evaluated
@@ -339,7 +354,8 @@ def complete_and_next(session: Session, runtime, study: Study, *, trial_id: int,
             return trial, payload(runtime, session.get(Trial, held[0]), plan)
         in_flight, done = len(running), runtime.strategy.resolved()
         if in_flight >= int(plan.get("parallelism", 1)) \
-                or remaining(plan, done, in_flight) <= 0 or runtime.strategy.exhausted:
+                or remaining(plan, done, in_flight) <= 0 \
+                or (runtime.strategy.exhausted and not queries.requeued(session, study.id, 1)):
             return trial, None
         asked = trials.ask(session, runtime, study, worker_id=worker_id, count=1, now=now,
                            held=[])

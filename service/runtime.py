@@ -97,12 +97,14 @@ class Runtimes:
             return None
         return cached.strategy.resolved()
 
-    def exhausted(self, study_id: int, version: int) -> bool:
+    def exhausted(self, study_id: int, version: int) -> bool | None:
         """Whether the cached engine, if built at ``version``, has no candidate left to propose
-        (``deterministic``); False if this process does not hold it current. A hint, as
+        (``deterministic``); None if this process does not hold it current. A hint, as
         :meth:`resolved`'s."""
         cached = self._cache.get(study_id)
-        return cached is not None and cached.version == version and cached.strategy.exhausted
+        if cached is None or cached.version != version:
+            return None
+        return cached.strategy.exhausted
 
     def candidates(self, study_id: int) -> np.ndarray | None:
         """The study's candidate matrix if this process holds it, else None (no database read).

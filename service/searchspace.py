@@ -31,6 +31,10 @@ Value = float | int | str
 BOUND = 1e100
 #: Integers up to this magnitude are exact in float64 features (2**53).
 EXACT_INTEGERS = 2.0**53
+#: Distinct points of a discrete space are looked for in at most this many times n draws, and
+#: in no more than this many numbers beyond the n rows themselves (256 MB).
+MAX_DRAWS = 64
+MAX_DRAWN_NUMBERS = 2**25
 
 
 class Parameter(BaseModel):
@@ -85,7 +89,7 @@ class SearchSpace(BaseModel):
         """A study's candidate set: ``n`` rows drawn by :meth:`sample`; where every parameter
         is discrete (int or categorical), ``n`` distinct points: each point once if the space
         has at most ``n`` (:meth:`grid`), else the first ``n`` distinct draws of a longer
-        Sobol sequence (fewer if 64 n draws do not hold them). A repeated point would be an
+        Sobol sequence (fewer if ``MAX_DRAWS`` do not hold them). A repeated point would be an
         identical configuration under another candidate index, evaluated again as a new arm."""
         import numpy as np
 
@@ -94,13 +98,14 @@ class SearchSpace(BaseModel):
             return self.sample(n, seed)
         if size <= n:
             return self.grid()
+        limit = min(MAX_DRAWS * n, max(n, MAX_DRAWN_NUMBERS // self.dim))
         draws = n
         while True:
             rows = self.sample(draws, seed)  # each longer draw extends the same sequence
             _, first = np.unique(rows, axis=0, return_index=True)
-            if len(first) >= n or draws >= 64 * n:
+            if len(first) >= n or draws >= limit:
                 return rows[np.sort(first)[:n]]
-            draws *= 2
+            draws = min(2 * draws, limit)
 
     def size(self) -> int | None:
         """The number of distinct points of an entirely discrete space (None with a float)."""

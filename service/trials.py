@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from .engine import ExhaustedError
 from .errors import Conflict, Invalid, NotFound
 from .runtime import StudyRuntime
 from .store import queries
@@ -62,8 +63,11 @@ def ask(session: Session, runtime: StudyRuntime, study: Study, *, worker_id: str
         trial.lease_expires_at, trial.started_at = _lease(runtime, now), now
         out.append(trial)
     asked = Asked(out)
-    if len(out) < count and not (out and runtime.strategy.exhausted):  # none: the engine says why
-        out += _new_trials(session, runtime, worker_id, count - len(out), now)
+    if len(out) < count and not (out and runtime.strategy.exhausted):
+        try:
+            out += _new_trials(session, runtime, worker_id, count - len(out), now)
+        except ExhaustedError as exc:  # raised before the engine changed: it stays cached
+            raise Invalid(str(exc), field=exc.field) from None
     asked.waiting = runtime.strategy.waiting if len(out) < count else None
     return asked
 

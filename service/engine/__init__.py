@@ -9,7 +9,14 @@ Pure numpy/scipy: no web, SQL or Redis code is imported here. Typical use::
 """
 
 from .config import MODES, STOPPING_RULES, STRATEGIES, EngineConfig
-from .errors import CandidateError, ConfigError, EngineError, NumericalError, SelectionError
+from .errors import (
+    CandidateError,
+    ConfigError,
+    EngineError,
+    ExhaustedError,
+    NumericalError,
+    SelectionError,
+)
 from .kernels import RBF, Kernel, Linear, Matern52, make_kernel
 from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Selection
 from .strategy import BatchInfo, EngineState, Strategy, as_candidates, check_dimension
@@ -18,5 +25,6 @@ __all__ = [
     "ABANDONED", "IMPORTED", "MODES", "OBSERVED", "PENDING", "RBF", "STOPPING_RULES",
     "STRATEGIES", "SUGGESTED", "BatchInfo", "CandidateError", "ConfigError", "EngineConfig",
     "EngineError", "EngineState", "Kernel", "Linear", "Matern52", "NumericalError",
-    "SelectionError", "Selection", "Strategy", "as_candidates", "check_dimension", "make_kernel",
+    "SelectionError", "ExhaustedError", "Selection", "Strategy", "as_candidates",
+    "check_dimension", "make_kernel",
 ]

@@ -28,5 +28,10 @@ class SelectionError(EngineError):
     """A call refers to an unknown selection or one whose state forbids it."""
 
 
+class ExhaustedError(SelectionError):
+    """``deterministic``: every candidate has been proposed or imported; raised before the
+    strategy changes anything."""
+
+
 class NumericalError(EngineError):
     """A factorisation failed; the message says which parameter to change."""

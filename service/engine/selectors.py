@@ -135,13 +135,18 @@ class EpsilonGreedy:
     def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
               blocked: np.ndarray | None = None) -> None:
         self.mean, self.blocked = posterior.mean.copy(), blocked
+        self.allowed = None if blocked is None else np.flatnonzero(~blocked)
+        if blocked is not None:
+            self.mean[blocked] = -np.inf
 
     def select(self, rng: np.random.Generator) -> int:
         if rng.random() < self.epsilon:
-            return _uniform(rng, len(self.mean), self.blocked)
-        if self.blocked is not None:  # read at each step: a deterministic batch adds to it
-            self.mean[self.blocked] = -np.inf
+            arm, self.allowed = _uniform(rng, len(self.mean), self.allowed, self.blocked)
+            return arm
         arm = int(np.argmax(self.mean))
+        while self.blocked is not None and self.blocked[arm]:  # imported since (deterministic)
+            self.mean[arm] = -np.inf
+            arm = int(np.argmax(self.mean))
         self.mean[arm] = -np.inf if np.isfinite(self.mean).sum() > 1 else self.mean[arm]
         return arm
 
@@ -154,9 +159,11 @@ class Uniform:
     def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
               blocked: np.ndarray | None = None) -> None:
         self.n_arms, self.blocked = len(posterior.variance_start), blocked
+        self.allowed = None if blocked is None else np.flatnonzero(~blocked)
 
     def select(self, rng: np.random.Generator) -> int:
-        return _uniform(rng, self.n_arms, self.blocked)
+        arm, self.allowed = _uniform(rng, self.n_arms, self.allowed, self.blocked)
+        return arm
 
 
 class Design:
@@ -169,17 +176,29 @@ class Design:
 
     def start(self, posterior, width: float,  # type: ignore[no-untyped-def]
               blocked: np.ndarray | None = None) -> None:
-        self.position = 0
+        self.position, self.blocked = 0, blocked
 
     def select(self, rng: np.random.Generator | None = None) -> int:
+        blocked = self.blocked  # None but in deterministic batches (none at b = 0 otherwise)
+        while blocked is not None and self.position < len(self.arms) \
+                and blocked[self.arms[self.position]]:  # imported since the batch opened
+            self.position += 1
+        if self.position == len(self.arms):  # imports took the rest: the first free arm
+            return int(np.flatnonzero(~blocked)[0])  # type: ignore[operator]
         arm = self.arms[self.position]
         self.position += 1
         return arm
 
 
-def _uniform(rng: np.random.Generator, n_arms: int, blocked: np.ndarray | None) -> int:
-    """A uniform arm, among those not blocked (the mask as it is now: O(A))."""
-    if blocked is None:
-        return int(rng.integers(n_arms))
-    allowed = np.flatnonzero(~blocked)
-    return int(allowed[rng.integers(len(allowed))])
+def _uniform(rng: np.random.Generator, n_arms: int, allowed: np.ndarray | None,
+             blocked: np.ndarray | None) -> tuple[int, np.ndarray | None]:
+    """A uniform arm among ``allowed`` (None: all), and ``allowed``: recomputed, O(A), and the
+    arm drawn again, only when the draw hit an arm ``blocked`` since (a deterministic batch
+    marks its selections and imports in the mask)."""
+    if allowed is None:
+        return int(rng.integers(n_arms)), None
+    arm = int(allowed[rng.integers(len(allowed))])
+    if blocked is not None and blocked[arm]:
+        allowed = np.flatnonzero(~blocked)
+        arm = int(allowed[rng.integers(len(allowed))])
+    return arm, allowed

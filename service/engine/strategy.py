@@ -37,7 +37,7 @@ from .autokernel import (
 )
 from .config import LITERATURE_STRATEGIES, EngineConfig
 from .dictionary import resparsify, uncertainty_sampling, warm_start_dictionary
-from .errors import CandidateError, SelectionError
+from .errors import CandidateError, ExhaustedError, SelectionError
 from .exact import ExactPosterior
 from .goucb import GOUCBModel, check_network
 from .gssbo import GSSBOModel, GSSPosterior, ucb_beta
@@ -252,7 +252,8 @@ class Strategy:
                                     & (self._records.status[:n] != PENDING)))
 
     def ask(self, count: int = 1) -> list[Selection]:
-        """Up to ``count`` next selections; fewer only while a sync batch waits for results."""
+        """Up to ``count`` next selections; fewer while a sync batch waits for results, or once
+        a ``deterministic`` strategy has proposed every candidate (then ExhaustedError)."""
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise SelectionError(f"count must be a positive integer, got {count!r}",
                                  field="count")
@@ -291,8 +292,8 @@ class Strategy:
             return len(np.unique(self._records.arm[: len(self._records)])) >= self.n_arms
         return self._n_taken >= self.n_arms
 
-    def _nothing_left(self) -> SelectionError:
-        return SelectionError(f"every one of the {self.n_arms} candidates has been proposed or "
+    def _nothing_left(self) -> ExhaustedError:
+        return ExhaustedError(f"every one of the {self.n_arms} candidates has been proposed or "
                               "imported, and a deterministic study proposes none twice",
                               field="candidates")
 
@@ -746,8 +747,8 @@ class Strategy:
         if b == 0 and (start == 0 or cfg.strategy in LITERATURE_STRATEGIES) \
                 and cfg.strategy != "uniform":
             design = self._initial_design()
-            if cfg.deterministic and blocked is not None:  # imported before the first ask
-                design = [a for a in design if not blocked[a]] or \
+            if cfg.deterministic and blocked is not None:  # Alg. 3 repeats arms; imports
+                design = [a for a in dict.fromkeys(design) if not blocked[a]] or \
                     [int(np.flatnonzero(~blocked)[0])]
             return Design(design), FixedSizeRule(len(design), "initial")
         batched = {"global": GlobalRule, "local": LocalRule, "combined": CombinedRule}

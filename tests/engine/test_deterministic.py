@@ -13,6 +13,7 @@ FIXED = {"kernel": {"name": "rbf", "lengthscale": 0.3}}
 CONFIGS = [
     dict(strategy="bbkb", **FIXED),
     dict(strategy="bbkb"),  # the automatic kernel: its phase before the first fit blocks too
+    dict(strategy="bbkb", min_parallelism=8, **FIXED),  # Alg. 3's design repeats arms
     dict(strategy="bkb", **FIXED),
     dict(strategy="gp-ucb", **FIXED),
     dict(strategy="gp-bucb", **FIXED),
@@ -72,6 +73,22 @@ def test_an_import_inside_a_batch_is_not_proposed_after_it(config):
     later = [s.arm for s in strategy.ask(60)]  # more than are left: the rest, each once
     assert len(later) == len(set(later)) == 60 - len(before)
     assert not set(later) & before
+
+
+@pytest.mark.parametrize("config", [
+    dict(strategy="bbkb", min_parallelism=8, **FIXED), dict(strategy="gssbo", gssbo_initial=8),
+    dict(strategy="go-ucb", horizon=64, goucb_hidden=4)], ids=lambda c: c["strategy"])
+def test_an_import_of_a_design_arm_is_not_proposed_after_it(config):
+    X, f = smooth_problem(n=60, d=2, seed=6)
+    strategy = Strategy(X, mode="sync", deterministic=True, seed=2, **config)
+    first = strategy.ask(1)
+    design = strategy._selector.arms  # the initial design the batch hands out in order
+    later = [a for a in design if a != first[0].arm][:3]
+    for arm in later:  # imported while the design batch is open
+        strategy.observe(arm, float(f[arm]))
+    rest = [s.arm for s in strategy.ask_batch()]
+    arms = [first[0].arm, *rest]
+    assert len(arms) == len(set(arms)) and not set(arms) & set(later)
 
 
 def test_the_default_repeats_its_best_arm_and_deterministic_does_not():
