@@ -96,3 +96,28 @@ def test_repair_does_not_enqueue_a_trial_another_process_is_enqueuing(servers):
     assert [name.rpartition("-")[0] for name in repaired] == sorted(
         p["job_id"].rpartition("-")[0] for p in handed)  # bbkb-<study>-<trial>-<attempt>
     assert all(name.rpartition("-")[2].startswith("r") for name in repaired)
+
+
+def test_an_exhausted_deterministic_dispatch_waits_quietly_then_ends(servers):
+    """Every candidate handed out, all in flight, slots free: passes in either process must not
+    bump the version (one whose engine was stale used to: it asked, was refused, and wrote),
+    and the last result ends the dispatch."""
+    a, b, client, _, _ = servers
+    body = {"name": "once", "candidates": np.random.default_rng(1).random((3, 2)).tolist(),
+            "objective": "function:branin", "engine": {"strategy": "bbkb", "seed": 0,
+                                                        "mode": "async", "deterministic": True}}
+    sid = client.post("/v1/studies", json=body).json()["id"]
+    r = client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": 10, "parallelism": 4})
+    assert r.status_code == 200, r.text
+    assert a.state.dispatcher.top_up(sid) == 3  # every candidate, one slot still free
+    version = _version(a, sid)
+    for dispatcher in (b.state.dispatcher, a.state.dispatcher, b.state.dispatcher):
+        assert dispatcher.top_up(sid) == 0
+    assert _version(a, sid) == version
+    for (trial_id,) in _sql(a, "SELECT id FROM trials WHERE study_id = :sid", sid=sid):
+        assert client.post(f"/v1/studies/{sid}/trials/{trial_id}/complete",
+                           json={"value": 2.0}).status_code == 200
+    assert b.state.dispatcher.top_up(sid) == 0
+    assert client.get(f"/v1/studies/{sid}/dispatch").json()["status"] == "done"
+    candidates = _sql(a, "SELECT candidate FROM trials WHERE study_id = :sid", sid=sid)
+    assert sorted(c for (c,) in candidates) == [0, 1, 2]
