@@ -107,8 +107,8 @@ class EngineConfig:
     #: twice (a repeat tells nothing), and ``ask`` hands out fewer selections, then none (a
     #: SelectionError), once every candidate has been. By default UCB repeats its best arm,
     #: as a bandit under noise should: on noiseless Branin, Hartmann-6 and Levy (2000
-    #: candidates) it ends 200 evaluations further from the optimum than uniform sampling,
-    #: where this finds it (benchmarks/deterministic.py).
+    #: candidates), after 200 evaluations, its best is further from the optimum than uniform
+    #: sampling's, where this finds the optimum (benchmarks/deterministic.py).
     deterministic: bool = False
 
     def __post_init__(self) -> None:
