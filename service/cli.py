@@ -200,12 +200,6 @@ def _keys_ensure(args: argparse.Namespace) -> int:
     return 0
 
 
-def _worker(args: argparse.Namespace) -> int:
-    from workers.runner import main as worker_main
-
-    return worker_main(args.rest)  # the runner parses its own options (bbkb worker --help)
-
-
 def _demo(args: argparse.Namespace) -> int:
     from .demo import main as demo_main
 
@@ -323,17 +317,16 @@ def _quiet_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``bbkb ...``: the exit code; errors end it with one line on stderr (SystemExit)."""
-    settings_env = os.environ.get
-    log_format = settings_env("BBKB_LOG_FORMAT") or "text"
-    if log_format not in ("text", "json"):  # the workers' too, not only serve's Settings
-        raise SystemExit(f"bbkb: BBKB_LOG_FORMAT: expected text or json, got {log_format!r}")
-    try:
-        logs.configure(log_format, settings_env("BBKB_LOG_LEVEL", "info"))  # type: ignore[arg-type]
+    try:  # the workers' too, not only serve's Settings
+        logs.configure_variables(os.environ.get("BBKB_LOG_FORMAT") or "text",
+                                 os.environ.get("BBKB_LOG_LEVEL", "info"))
     except ValueError as exc:
-        raise SystemExit(f"bbkb: BBKB_LOG_LEVEL: {exc}") from None
+        raise SystemExit(f"bbkb: {exc}") from None
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["worker"]:  # its own parser; not the 0.8 s of imports of the others
-        return _worker(argparse.Namespace(rest=argv[1:]))
+        from workers.runner import main as worker_main
+
+        return worker_main(argv[1:])  # the runner parses its own options (bbkb worker --help)
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":

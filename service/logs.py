@@ -62,6 +62,18 @@ def check_level(level: str) -> str:
     return level.lower()
 
 
+def configure_variables(fmt: str, level: str) -> None:
+    """:func:`configure` from the values of BBKB_LOG_FORMAT and BBKB_LOG_LEVEL, for processes
+    that read them without Settings (``bbkb``'s commands, ``python -m workers.runner``);
+    ValueError naming the variable whose value is bad."""
+    if fmt not in ("text", "json"):
+        raise ValueError(f"BBKB_LOG_FORMAT: expected text or json, got {fmt!r}")
+    try:
+        configure(fmt, level)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ValueError(f"BBKB_LOG_LEVEL: {exc}") from None
+
+
 def configure(fmt: LogFormat = "text", level: str | int = "INFO") -> None:
     """Send every log record (ours, uvicorn's, rq's) to stderr in one format; ValueError for a
     level name not in :data:`LEVELS`."""

@@ -278,15 +278,9 @@ def configure_logs(environ: dict[str, str] | None = None) -> None:
     from service import logs
 
     environ = dict(os.environ) if environ is None else environ
-    log_format = environ.get("BBKB_LOG_FORMAT") or None
-    if log_format is None:
-        return
-    if log_format not in ("text", "json"):
-        raise ValueError(f"BBKB_LOG_FORMAT: expected text or json, got {log_format!r}")
-    try:
-        logs.configure(log_format, environ.get("BBKB_LOG_LEVEL") or "info")  # type: ignore[arg-type]
-    except ValueError as exc:
-        raise ValueError(f"BBKB_LOG_LEVEL: {exc}") from None
+    if environ.get("BBKB_LOG_FORMAT"):
+        logs.configure_variables(environ["BBKB_LOG_FORMAT"],
+                                 environ.get("BBKB_LOG_LEVEL") or "info")
 
 
 def spawn(redis_url: str, processes: int, env: dict[str, str] | None = None,
