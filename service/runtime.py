@@ -92,19 +92,20 @@ class Runtimes:
         """Suggested selections with an outcome, from the cached engine if it was built at
         ``version`` (else None). Read without the study's lock: a hint, for polling loops that
         would otherwise count the study's trials in the database (O(trials))."""
-        cached = self._cache.get(study_id)
-        if cached is None or cached.version != version:
-            return None
-        return cached.strategy.resolved()
+        strategy = self._cached_at(study_id, version)
+        return None if strategy is None else strategy.resolved()
 
     def exhausted(self, study_id: int, version: int) -> bool | None:
         """Whether the cached engine, if built at ``version``, has no candidate left to propose
         (``deterministic``); None if this process does not hold it current. A hint, as
         :meth:`resolved`'s."""
+        strategy = self._cached_at(study_id, version)
+        return None if strategy is None else strategy.exhausted
+
+    def _cached_at(self, study_id: int, version: int) -> Strategy | None:
+        """The cached engine of the study if it was built at ``version``, else None."""
         cached = self._cache.get(study_id)
-        if cached is None or cached.version != version:
-            return None
-        return cached.strategy.exhausted
+        return None if cached is None or cached.version != version else cached.strategy
 
     def candidates(self, study_id: int) -> np.ndarray | None:
         """The study's candidate matrix if this process holds it, else None (no database read).

@@ -526,6 +526,8 @@ class Strategy:
         self._posterior = self._build_posterior(pulled, observed)
         proposed = self._proposed_before_fit(start, pulled)
         blocked = self._blocked(start, pulled, proposed)
+        if self.config.deterministic:  # the mask the batch marks as it goes (_take)
+            self._taken, self._n_taken = blocked, int(np.count_nonzero(blocked))
         self._selector, self._rule = self._components(b, start, blocked)
         if proposed is not None:
             self._rule = UntilRepeatRule(self._rule)
@@ -569,8 +571,7 @@ class Strategy:
         whose evaluation failed for good as known then (``~pulled``, :meth:`_masks`; a candidate
         that crashes its objective would otherwise stay the UCB argmax, since an abandoned
         selection carries no information), and ``proposed`` (:meth:`_proposed_before_fit`).
-        ``deterministic``: every arm proposed or imported before ``start``, a mask the batch
-        then marks as it goes (:meth:`_take`)."""
+        ``deterministic``: every arm proposed or imported before ``start`` (always a mask)."""
         blocked = np.zeros(self.n_arms, dtype=bool)
         blocked[self._records.arm[:start][~pulled]] = True
         if blocked.all():
@@ -580,7 +581,6 @@ class Strategy:
             blocked[proposed] = True
         if self.config.deterministic:
             blocked[self._records.arm[:start]] = True
-            self._taken, self._n_taken = blocked, int(np.count_nonzero(blocked))
             return blocked
         return blocked if blocked.any() else None
 
