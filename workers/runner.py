@@ -59,6 +59,7 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     terminal), and the worker stops once the parent is gone."""
     from redis.exceptions import RedisError
     from rq import Queue, SimpleWorker
+    from rq.exceptions import StopRequested
 
     import service.problems  # noqa: F401 - the built-in objectives' numpy/scipy, paid at start
     import workers.job  # noqa: F401 - import once, before the first job
@@ -67,11 +68,19 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
         signum for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGTERM stops
         if signal.getsignal(signum) is signal.SIG_IGN]
 
+    ready: list[bool] = []
+
     class Worker(SimpleWorker):
         def _install_signal_handlers(self) -> None:
             super()._install_signal_handlers()
             signal.signal(signal.SIGHUP, self.request_stop)  # a closed terminal: as SIGTERM
             _ignore(ignored)
+            if not ready:  # ready once a SIGTERM is a warm stop: before, it killed (CI, -15)
+                ready.append(True)
+                try:
+                    _ready(redis_url)
+                except StopRequested:  # a stop as it logged, outside work()'s try: the
+                    self._stop_requested = True  # loop's first check ends it (teardown runs)
 
         def request_stop(self, signum, frame):  # type: ignore[no-untyped-def]
             workers.job.stopping.set()  # the job in progress takes no next trial
@@ -94,7 +103,6 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     _check_modules()
     connection = _redis(redis_url)
     _check_api()
-    _ready(redis_url)
     while True:
         worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
         try:
