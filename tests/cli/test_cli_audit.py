@@ -25,6 +25,8 @@ from service.cli import build_parser, main
 from service.processes import free_port
 from service.store.database import make_engine, sqlite_path
 
+from ..shared_http import http
+
 SPACE = json.dumps([{"name": "x", "low": 0, "high": 1}])
 
 
@@ -98,6 +100,7 @@ def test_an_sqlite_uri_is_not_taken_for_a_path(tmp_path: Path, monkeypatch) -> N
 @pytest.mark.parametrize("command", [["migrate"], ["keys", "create", "--owner", "o"],
                                      ["serve", "--port", "0"]])
 def test_bad_settings_and_an_unreachable_database_are_one_line(command: list[str]) -> None:
+    """Each command, through ``_run``'s one handler (the bad URLs below take the same path)."""
     unreachable = f"postgresql+psycopg://bbkb:x@127.0.0.1:{free_port()}/bbkb"
     done = bbkb(*command, env=bbkb_env(BBKB_DATABASE_URL=unreachable,
                                        BBKB_AUTO_MIGRATE="false"))
@@ -110,6 +113,9 @@ def test_bad_settings_and_an_unreachable_database_are_one_line(command: list[str
     assert done.stderr.decode() == (f"bbkb {command[0]}: BBKB_DATABASE_BUSY_SECONDS: Input "
                                     "should be greater than 0; got '-3'\n")
 
+
+def test_bad_database_and_redis_urls_are_one_line_without_their_password() -> None:
+    command = ["migrate"]
     for url, reason in (("nonsense", "Could not parse"), ("foo://x/y", "Can't load plugin")):
         done = bbkb(*command, env=bbkb_env(BBKB_DATABASE_URL=url))
         err = done.stderr.decode()
@@ -303,8 +309,8 @@ def test_optimize_logs_the_true_length_of_an_outage(server, monkeypatch, caplog)
     for module in ("client.client", "client.loop"):
         monkeypatch.setattr(importlib.import_module(module), "time", clock)
     retries = 5
-    with httpx2.Client(transport=RefuseAsks(retries + 1), base_url=server.url) as http:
-        sdk = Client(http=http, retries=retries, backoff=1.0)
+    with httpx2.Client(transport=RefuseAsks(retries + 1), base_url=server.url) as transport_http:
+        sdk = Client(http=transport_http, retries=retries, backoff=1.0)
         study = sdk.create_study("s", search_space=json.loads(SPACE), n_candidates=8)
         with caplog.at_level(logging.WARNING, logger="bbkb.client"):
             result = study.optimize(lambda x: x, 1, n_workers=1, progress=False)
@@ -359,7 +365,7 @@ def test_logs_drop_uvicorn_color_message(tmp_path) -> None:
 
 def _ready(url: str) -> bool:
     try:
-        return httpx2.get(f"{url}/readyz", timeout=1).status_code == 200
+        return http.get(f"{url}/readyz", timeout=1).status_code == 200
     except httpx2.HTTPError:
         return False
 

@@ -30,6 +30,7 @@ from service.problems import get_function
 from service.processes import RedisProcess, free_port
 from workers import runner
 
+from ..shared_http import http
 from .deployfiles import compose_config, dockerfile_stages, tool
 
 N_EVALUATIONS = 24
@@ -118,7 +119,7 @@ def _wait_ready(url: str, api: subprocess.Popen[bytes], timeout: float = 90) -> 
     while time.monotonic() < deadline:
         assert api.poll() is None, f"api exited with code {api.returncode}"
         try:
-            if httpx2.get(f"{url}/readyz", timeout=1).status_code == 200:
+            if http.get(f"{url}/readyz", timeout=1).status_code == 200:
                 return
         except httpx2.HTTPError:
             pass

@@ -5,8 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import httpx2
-
+from ..shared_http import http
 from .helpers import app_client, create_study
 
 
@@ -25,8 +24,8 @@ def test_keys_created_by_the_command_open_the_api(tmp_path, server_factory):
     token = made.stdout.strip()
     assert token.startswith("bbkb_") and len(token) > 40
     server = server_factory(env)
-    assert httpx2.get(f"{server.url}/v1/studies").status_code == 401
-    ok = httpx2.get(f"{server.url}/v1/studies", headers={"Authorization": f"Bearer {token}"})
+    assert http.get(f"{server.url}/v1/studies").status_code == 401
+    ok = http.get(f"{server.url}/v1/studies", headers={"Authorization": f"Bearer {token}"})
     assert ok.status_code == 200 and ok.json() == {"studies": [], "next_after": None}
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import httpx2
 import numpy as np
 
+from ..shared_http import http
 from .helpers import app_client, candidates, objective
 
 Post = Callable[[str, dict], dict]
@@ -43,7 +44,7 @@ def _script(post: Post, sid: int, steps: range, held: list[dict] | None = None) 
 
 def _http_post(base: str) -> Post:
     def post(path: str, body: dict) -> dict:
-        r = httpx2.post(base + path, json=body, timeout=30)
+        r = http.post(base + path, json=body, timeout=30)
         assert r.status_code in (200, 201), r.text
         return r.json()
     return post
@@ -63,14 +64,14 @@ def test_sigkill_mid_batch_then_restart_proposes_what_an_uninterrupted_server_wo
     sid = post("/v1/studies", STUDY)["id"]
     in_flight: list[dict] = []
     before = _script(post, sid, range(13), in_flight)  # stops with trials pending and unfolded
-    completed = httpx2.get(f"{server.url}/v1/studies/{sid}").json()["counts"]["completed"]
-    pending = httpx2.get(f"{server.url}/v1/studies/{sid}").json()["counts"]["running"]
+    completed = http.get(f"{server.url}/v1/studies/{sid}").json()["counts"]["completed"]
+    pending = http.get(f"{server.url}/v1/studies/{sid}").json()["counts"]["running"]
     assert completed > 0 and pending > 0
     server.kill()
 
     server = server_factory(env)
     post = _http_post(server.url)
-    info = httpx2.get(f"{server.url}/v1/studies/{sid}").json()
+    info = http.get(f"{server.url}/v1/studies/{sid}").json()
     assert info["counts"]["completed"] == completed  # no completed result lost
     after = _script(post, sid, range(13, 30), in_flight)
     assert before + after == reference
@@ -113,14 +114,14 @@ def test_concurrent_workers_never_duplicate_or_lose_anything(tmp_path, server_fa
 
     def worker(k: int) -> list[int]:
         mine = []
-        with httpx2.Client(base_url=server.url, timeout=60) as http:
+        with httpx2.Client(base_url=server.url, timeout=60) as api:
             for _ in range(6):
-                trials = http.post(f"/v1/studies/{sid}/suggestions",
-                                   json={"worker_id": f"w{k}", "count": 1 + k % 3}).json()
+                trials = api.post(f"/v1/studies/{sid}/suggestions",
+                                  json={"worker_id": f"w{k}", "count": 1 + k % 3}).json()
                 for trial in trials["trials"]:
                     value = objective(list(trial["parameters"].values()))
-                    r = http.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
-                                  json={"value": value})
+                    r = api.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete",
+                                 json={"value": value})
                     assert r.status_code == 200, r.text
                     mine.append(trial["id"])
         return mine
@@ -128,9 +129,9 @@ def test_concurrent_workers_never_duplicate_or_lose_anything(tmp_path, server_fa
     with ThreadPoolExecutor(50) as pool:
         handed = [i for ids in pool.map(worker, range(50)) for i in ids]
     assert len(handed) == len(set(handed))  # each trial handed to one worker once
-    info = httpx2.get(f"{server.url}/v1/studies/{sid}").json()
+    info = http.get(f"{server.url}/v1/studies/{sid}").json()
     assert info["counts"]["completed"] == len(handed) == info["n_trials"]
-    batches = httpx2.get(f"{server.url}/v1/studies/{sid}/batches").json()["batches"]
+    batches = http.get(f"{server.url}/v1/studies/{sid}/batches").json()["batches"]
     assert sum(b["size"] for b in batches) == info["n_trials"]
     # the stored state rebuilds an engine consistent with every stored row
     engine = make_engine(f"sqlite:///{db}")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import io
 
-import httpx2
 import numpy as np
 
+from ..shared_http import http
 from .helpers import app_client, candidates, objective
 
 STUDY = {"name": "auto", "candidates": (5.0 * candidates(200, 2, seed=8) - 2.0).tolist(),
@@ -52,21 +52,21 @@ def test_hyperparameters_are_stored_shown_and_survive_a_restart(tmp_path, server
 
     env = {"BBKB_DATABASE_URL": f"sqlite:///{tmp_path / 'crash.db'}", "BBKB_AUTH": "none"}
 
-    def http(base: str):  # type: ignore[no-untyped-def]
+    def poster(base: str):  # type: ignore[no-untyped-def]
         def post(path: str, body: dict) -> dict:
-            response = httpx2.post(base + path, json=body, timeout=60)
+            response = http.post(base + path, json=body, timeout=60)
             assert response.status_code in (200, 201), response.text
             return response.json()
         return post
 
     server = server_factory(env)
-    sid = http(server.url)("/v1/studies", STUDY)["id"]
-    before = _run(http(server.url), None, sid, range(18))
+    sid = poster(server.url)("/v1/studies", STUDY)["id"]
+    before = _run(poster(server.url), None, sid, range(18))
     server.kill()
     server = server_factory(env)
-    after = _run(http(server.url), None, sid, range(18, 36))
+    after = _run(poster(server.url), None, sid, range(18, 36))
     assert before + after == reference
-    batches = httpx2.get(f"{server.url}/v1/studies/{sid}/batches").json()["batches"]
+    batches = http.get(f"{server.url}/v1/studies/{sid}/batches").json()["batches"]
     assert [b["hyperparameters"] for b in batches] == [b["hyperparameters"]
                                                        for b in ref_batches]
 

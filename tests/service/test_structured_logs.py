@@ -14,6 +14,8 @@ import httpx2
 from service.logs import JsonFormatter, TextFormatter
 from service.processes import free_port
 
+from ..shared_http import http
+
 
 def _record(**extra) -> logging.LogRecord:  # type: ignore[no-untyped-def]
     record = logging.LogRecord("bbkb.test", logging.WARNING, __file__, 1, "value %s", (3,), None)
@@ -51,18 +53,18 @@ def test_bbkb_serve_logs_json_lines_for_requests_and_batches(tmp_path):
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx2.get(f"{url}/readyz").status_code == 200:
+                if http.get(f"{url}/readyz").status_code == 200:
                     break
             except httpx2.HTTPError:
                 assert time.monotonic() < deadline and proc.poll() is None
                 time.sleep(0.1)
-        with httpx2.Client(base_url=url) as http:
-            sid = http.post("/v1/studies", json={"name": "logs", "candidates": [[0.0], [1.0]]}
-                            ).json()["id"]
-            trial = http.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w"}
-                              ).json()["trials"][0]
-            http.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete", json={"value": 1.5})
-            assert http.get("/v1/studies/999").status_code == 404
+        with httpx2.Client(base_url=url) as api:
+            sid = api.post("/v1/studies", json={"name": "logs", "candidates": [[0.0], [1.0]]}
+                           ).json()["id"]
+            trial = api.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w"}
+                             ).json()["trials"][0]
+            api.post(f"/v1/studies/{sid}/trials/{trial['id']}/complete", json={"value": 1.5})
+            assert api.get("/v1/studies/999").status_code == 404
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=30)

@@ -6,8 +6,9 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-import httpx2
 import numpy as np
+
+from ..shared_http import http
 
 
 def as_at_a_terminal(*ignored: signal.Signals) -> Callable[[], None]:
@@ -29,6 +30,6 @@ def dispatch_study(url: str, candidates: np.ndarray, objective: str, **fields: A
             "parameter_names": [f"x{j}" for j in range(candidates.shape[1])],
             "lease_seconds": 10.0, "engine": {"strategy": "bbkb", "mode": "async", "seed": 0,
                                               "kernel": {"name": "rbf", "lengthscale": 0.3}}}
-    r = httpx2.post(f"{url}/v1/studies", json=body | fields)
+    r = http.post(f"{url}/v1/studies", json=body | fields)
     assert r.status_code == 201, r.text
     return int(r.json()["id"])

@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import httpx2
 import numpy as np
 import pytest
 
 from service.processes import ServerProcess
 from workers import runner
 
+from ..shared_http import http
 from .helpers import dispatch_study
 from .objective_fns import quadratic
 
@@ -31,7 +31,7 @@ def _wait(url: str, sid: int, until, timeout: float, poll: float = 0.2) -> dict:
     """Poll the study's dispatch status until ``until(status)``; its last value."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status = httpx2.get(f"{url}/v1/studies/{sid}/dispatch").json()
+        status = http.get(f"{url}/v1/studies/{sid}/dispatch").json()
         if until(status):
             return status
         time.sleep(poll)
@@ -47,14 +47,14 @@ def _warm(status: dict) -> bool:
 
 
 def _dispatch_and_wait(url: str, sid: int, n: int, timeout: float = 120, **plan) -> dict:  # type: ignore[no-untyped-def]
-    r = httpx2.post(f"{url}/v1/studies/{sid}/dispatch",
+    r = http.post(f"{url}/v1/studies/{sid}/dispatch",
                    json={"n_evaluations": n, "parallelism": 4} | plan)
     assert r.status_code == 200, r.text
     return _wait(url, sid, _done, timeout)
 
 
 def _trials(url: str, sid: int) -> list[dict]:
-    return httpx2.get(f"{url}/v1/studies/{sid}/trials", params={"limit": 10_000}).json()["trials"]
+    return http.get(f"{url}/v1/studies/{sid}/trials", params={"limit": 10_000}).json()["trials"]
 
 
 def test_four_workers_evaluate_a_study_end_to_end(system):
@@ -79,7 +79,7 @@ def test_a_deterministic_study_is_dispatched_each_candidate_once_then_done(syste
     status = _dispatch_and_wait(url, sid, 30)  # more evaluations than candidates
     trials = _trials(url, sid)
     assert status["finished"] == 12 and sorted(t["candidate"] for t in trials) == list(range(12))
-    r = httpx2.post(f"{url}/v1/studies/{sid}/suggestions", json={"worker_id": "lab"})
+    r = http.post(f"{url}/v1/studies/{sid}/suggestions", json={"worker_id": "lab"})
     assert r.status_code == 422 and r.json()["field"] == "candidates", r.text
     assert "every one of the 12 candidates" in r.json()["detail"]
 
@@ -89,7 +89,7 @@ def test_a_killed_worker_loses_nothing(system):
     _start_workers(system, 2, BBKB_TEST_DELAY="1.0")
     sid = _study(url, "tests.workers.objective_fns:slow", max_attempts=50, lease_seconds=2.0)
     # (many attempts: under CI load a live worker's heartbeat can miss a 2 s lease too)
-    httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 8, "parallelism": 2})
+    http.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 8, "parallelism": 2})
     _wait(url, sid, _warm, 60, poll=0.05)
     time.sleep(0.3)  # both workers are now inside a 1 s evaluation
     system["workers"][0].kill()
@@ -132,7 +132,7 @@ def test_redis_flushed_mid_run_is_repaired_from_the_database(system):
 
     url = system["server"].url
     sid = _study(url, "tests.workers.objective_fns:quadratic")
-    httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 12, "parallelism": 4})
+    http.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 12, "parallelism": 4})
     time.sleep(1.0)  # jobs enqueued, no worker yet
     Redis.from_url(system["redis"].url).flushall()
     _start_workers(system, 2)
@@ -144,7 +144,7 @@ def test_the_server_restarted_mid_run_loses_no_result(system):
     url = system["server"].url
     _start_workers(system, 3, BBKB_TEST_DELAY="0.5")
     sid = _study(url, "tests.workers.objective_fns:slow")
-    httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 15, "parallelism": 3})
+    http.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 15, "parallelism": 3})
     time.sleep(1.2)
     port = system["server"].port
     system["server"].kill()
@@ -180,7 +180,7 @@ def test_sigterm_lets_the_evaluation_in_progress_finish(system):
     url = system["server"].url
     _start_workers(system, 1, BBKB_TEST_DELAY="1.5")
     sid = _study(url, "tests.workers.objective_fns:slow", lease_seconds=30.0)
-    httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 3, "parallelism": 1})
+    http.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 3, "parallelism": 1})
     _wait(url, sid, _warm, 60, poll=0.05)  # warm: the next evaluation starts now
     time.sleep(0.4)  # inside the second 1.5 s evaluation
     worker = system["workers"].pop()
@@ -225,19 +225,19 @@ def test_a_paused_and_resumed_dispatch_evaluates_each_trial_once(system, tmp_pat
 
     url, log = system["server"].url, tmp_path / "evaluations.log"
     sid = _study(url, "tests.workers.objective_fns:logged")
-    r = httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 6,
+    r = http.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 6,
                                                                "parallelism": 2})
     assert r.status_code == 200, r.text
     redis = Redis.from_url(system["redis"].url)
     deadline = time.monotonic() + 30
     while redis.llen("rq:queue:bbkb") < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert httpx2.post(f"{url}/v1/studies/{sid}/dispatch/pause").status_code == 200
+    assert http.post(f"{url}/v1/studies/{sid}/dispatch/pause").status_code == 200
     deadline = time.monotonic() + 30  # the reaper gives the queued trials back
     while any(t["status"] == "running" for t in _trials(url, sid)):
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    assert httpx2.post(f"{url}/v1/studies/{sid}/dispatch/resume").status_code == 200
+    assert http.post(f"{url}/v1/studies/{sid}/dispatch/resume").status_code == 200
     _start_workers(system, 4, BBKB_TEST_LOG=str(log), BBKB_TEST_DELAY="0.5")
     _wait(url, sid, _done, 90)
     time.sleep(1.0)  # any stale job still running would log its evaluation by now
@@ -253,7 +253,7 @@ def test_a_result_posted_past_the_job_timeout_is_kept(system, tmp_path):
     url, log = system["server"].url, tmp_path / "evaluations.log"
     _start_workers(system, 1, BBKB_TEST_LOG=str(log), BBKB_TEST_DELAY="1.0")
     sid = _study(url, "tests.workers.objective_fns:logged", lease_seconds=60.0)
-    r = httpx2.post(f"{url}/v1/studies/{sid}/dispatch",
+    r = http.post(f"{url}/v1/studies/{sid}/dispatch",
                     json={"n_evaluations": 1, "parallelism": 1, "job_timeout": 3})
     assert r.status_code == 200, r.text
     deadline = time.monotonic() + 60

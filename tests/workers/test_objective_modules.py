@@ -13,12 +13,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import numpy as np
 import pytest
 
 from workers import runner
 
+from ..shared_http import http
 from .helpers import dispatch_study
 
 X = np.random.default_rng(2).random((40, 2))
@@ -26,7 +26,7 @@ FORBIDDEN = "tests.workers.forbidden_objective"
 
 
 def _trials(url: str, sid: int) -> list[dict[str, Any]]:
-    return httpx2.get(f"{url}/v1/studies/{sid}/trials", params={"limit": 1000}).json()["trials"]
+    return http.get(f"{url}/v1/studies/{sid}/trials", params={"limit": 1000}).json()["trials"]
 
 
 def _dispatch_and_finish(system: dict[str, Any], objective: str, worker_env: dict[str, str],
@@ -37,12 +37,12 @@ def _dispatch_and_finish(system: dict[str, Any], objective: str, worker_env: dic
     sid = dispatch_study(url, X, objective, name=uuid.uuid4().hex, max_attempts=3,
                          lease_seconds=30.0)
     system["workers"] += runner.spawn(system["redis"].url, 1, env={"BBKB_URL": url, **worker_env})
-    r = httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": n,
+    r = http.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": n,
                                                              "parallelism": 1})
     assert r.status_code == 200, r.text  # the server (BBKB_OBJECTIVE_MODULES=tests) allows it
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if httpx2.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] in ("done",
+        if http.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] in ("done",
                                                                                 "paused"):
             return _trials(url, sid)
         time.sleep(0.1)

@@ -6,17 +6,17 @@ import subprocess
 import sys
 import time
 
-import httpx2
 import numpy as np
 
 from client import Client
 from workers import runner
 
+from ..shared_http import http
 from .helpers import dispatch_study
 
 
 def _queue(url: str) -> dict:
-    r = httpx2.get(f"{url}/v1/queue")
+    r = http.get(f"{url}/v1/queue")
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -37,7 +37,7 @@ def test_the_queue_shows_waiting_jobs_live_workers_and_a_lost_redis(system):
                            "failed": 0, "workers": []}
     sid = dispatch_study(url, np.random.default_rng(0).random((50, 2)),
                          "tests.workers.objective_fns:slow")
-    r = httpx2.post(f"{url}/v1/studies/{sid}/dispatch",
+    r = http.post(f"{url}/v1/studies/{sid}/dispatch",
                     json={"n_evaluations": 6, "parallelism": 3})
     assert r.status_code == 200, r.text
     # no worker yet: the dispatch's jobs wait in the queue

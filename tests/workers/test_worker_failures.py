@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import numpy as np
 import psutil
 import pytest
@@ -27,6 +26,7 @@ import pytest
 from service.processes import RedisProcess, ServerProcess, free_port
 from workers import runner
 
+from ..shared_http import http
 from .helpers import as_at_a_terminal, dispatch_study
 
 X = np.random.default_rng(1).random((50, 2))
@@ -70,7 +70,7 @@ def _study(url: str, objective: str, **fields: Any) -> int:
 
 
 def _trials(url: str, sid: int) -> list[dict[str, Any]]:
-    return httpx2.get(f"{url}/v1/studies/{sid}/trials", params={"limit": 1000}).json()["trials"]
+    return http.get(f"{url}/v1/studies/{sid}/trials", params={"limit": 1000}).json()["trials"]
 
 
 def _until(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -88,14 +88,14 @@ def _dispatch(system: dict[str, Any], objective: str, n: int, **fields: Any) -> 
     url = system["server"].url
     system["workers"] += runner.spawn(system["redis"].url, 1, env={"BBKB_URL": url})
     sid = _study(url, f"{HERE}:{objective}", **fields)
-    r = httpx2.post(f"{url}/v1/studies/{sid}/dispatch",
+    r = http.post(f"{url}/v1/studies/{sid}/dispatch",
                    json={"n_evaluations": n, "parallelism": 1})
     assert r.status_code == 200, r.text
     return url, sid
 
 
 def _done(url: str, sid: int) -> bool:
-    return httpx2.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] == "done"
+    return http.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] == "done"
 
 
 def _worker(redis_url: str, *args: str, **env: str) -> subprocess.Popen[str]:
@@ -207,7 +207,7 @@ def _parent(system: dict[str, Any], delay: float = 2.0, n: int = 2,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         preexec_fn=as_at_a_terminal(*ignored))
     sid = _study(url, f"{HERE}:marked")
-    httpx2.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 6, "parallelism": n})
+    http.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 6, "parallelism": n})
     _until(lambda: len({mark.name.split("-")[0] for mark in marks.iterdir()}) == n, 60,
            "every worker process evaluates")
     running = [t for t in _trials(url, sid) if t["status"] == "running"]

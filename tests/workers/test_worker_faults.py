@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import numpy as np
 import psutil
 
 from service.processes import RedisProcess
 from workers import runner
 
+from ..shared_http import http
 from .helpers import dispatch_study
 from .test_worker_failures import _done, _exit, _trials, _until, _worker
 
@@ -68,7 +68,7 @@ def _study(url: str, objective: str, **fields: Any) -> int:
 
 def _start_dispatch(url: str, sid: int, n: int, parallelism: int = 1,
                     headers: dict[str, str] | None = None) -> None:
-    r = httpx2.post(f"{url}/v1/studies/{sid}/dispatch", headers=headers,
+    r = http.post(f"{url}/v1/studies/{sid}/dispatch", headers=headers,
                     json={"n_evaluations": n, "parallelism": parallelism})
     assert r.status_code == 200, r.text
 
@@ -151,13 +151,13 @@ def test_a_redis_restart_does_not_duplicate_an_evaluation_in_progress(system, tm
         # a few dispatcher passes once the trial is past repair's 10 s grace: any result wakes
         # the dispatcher, and repair runs on every 20th pass (else within ~10 s)
         other = _study(url, "marked", name="waker")
-        waker = httpx2.post(f"{url}/v1/studies/{other}/suggestions",
+        waker = http.post(f"{url}/v1/studies/{other}/suggestions",
                             json={"worker_id": "waker", "count": 1}).json()["trials"][0]["id"]
         time.sleep(max(0.0, 10.5 - (time.monotonic() - begun)))
         connection = Redis.from_url(redis.url)
         deadline = time.monotonic() + 4.0
         while time.monotonic() < deadline and not connection.exists(job):
-            httpx2.post(f"{url}/v1/studies/{other}/trials/{waker}/complete", json={"value": 0.5})
+            http.post(f"{url}/v1/studies/{other}/trials/{waker}/complete", json={"value": 0.5})
         connection.close()
         _until(lambda: _done(url, sid), 30, "the dispatch is done")
         time.sleep(1.0)
@@ -224,7 +224,7 @@ def test_a_worker_whose_key_is_revoked_stops_instead_of_abandoning_trials(server
                 "parameter_names": ["x0", "x1"], "lease_seconds": 3.0, "max_attempts": 2,
                 "engine": {"strategy": "bbkb", "mode": "async", "seed": 0,
                            "kernel": {"name": "rbf", "lengthscale": 0.3}}}
-        r = httpx2.post(f"{server.url}/v1/studies", json=body, headers=user)
+        r = http.post(f"{server.url}/v1/studies", json=body, headers=user)
         assert r.status_code == 201, r.text
         sid = r.json()["id"]
         worker = _worker(redis.url, BBKB_URL=server.url, BBKB_API_KEY=worker_key,
@@ -238,7 +238,7 @@ def test_a_worker_whose_key_is_revoked_stops_instead_of_abandoning_trials(server
         while worker.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         after = len(list(marks.iterdir())) - begun
-        trials = httpx2.get(f"{server.url}/v1/studies/{sid}/trials", headers=user).json()
+        trials = http.get(f"{server.url}/v1/studies/{sid}/trials", headers=user).json()
         statuses = [t["status"] for t in trials["trials"]]
         assert worker.poll() not in (None, 0) and after <= 1, (
             f"worker exit code {worker.poll()}, {after} evaluations begun after the "
@@ -292,7 +292,7 @@ def _evaluate_in_process(url: str, objective: str) -> tuple[Any, dict[str, Any]]
             outcome: Any = _evaluate(client, payload)
         except Exception as exc:  # noqa: BLE001 - what the RQ job would die of
             outcome = exc
-    return outcome, httpx2.get(f"{url}/v1/studies/{sid}/trials/{trial.id}").json()
+    return outcome, http.get(f"{url}/v1/studies/{sid}/trials/{trial.id}").json()
 
 
 def test_an_error_text_with_undecodable_bytes_still_fails_the_trial(server_factory, tmp_path):
