@@ -68,15 +68,15 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
         signum for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGTERM stops
         if signal.getsignal(signum) is signal.SIG_IGN]
 
-    ready: list[bool] = []
-
     class Worker(SimpleWorker):
+        announced = False  # "worker ready", once per process (a new Worker after an outage)
+
         def _install_signal_handlers(self) -> None:
             super()._install_signal_handlers()
             signal.signal(signal.SIGHUP, self.request_stop)  # a closed terminal: as SIGTERM
             _ignore(ignored)
-            if not ready:  # ready once a SIGTERM is a warm stop: before, it killed (CI, -15)
-                ready.append(True)
+            if not Worker.announced:  # ready once a SIGTERM is a warm stop (before: killed)
+                Worker.announced = True
                 try:
                     _ready(redis_url)
                 except StopRequested:  # a stop as it logged, outside work()'s try: the
