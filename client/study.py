@@ -22,6 +22,8 @@ from service.api.schemas import (
     FailRequest,
     HeartbeatRequest,
     ImportRequest,
+    ResultsRequest,
+    ResultsSummary,
     StudyPublic,
     Suggestions,
     SuggestRequest,
@@ -163,6 +165,36 @@ class Study:
         response = self.client.request("POST", self._path("/observations"), idempotent=False,
                                        json=body.model_dump())
         return int(response.json()["imported"])
+
+    def tell_many(self, results: Mapping[int, float] | Iterable[Any]) -> ResultsSummary:
+        """Many trials' results at once (a lab's sheet): a ``{trial_id: value}`` mapping, or
+        dicts with ``trial_id`` and ``value``, or ``trial_id`` and ``error`` (and optionally
+        ``retryable``) for an evaluation that failed. Each does what :meth:`tell` or
+        :meth:`fail` would, all or nothing; a value a trial already has is counted as
+        unchanged, so sending a sheet again is harmless. Returns the counts."""
+        if isinstance(results, Mapping):
+            rows: list[Any] = [{"trial_id": k, "value": v} for k, v in results.items()]
+        elif isinstance(results, Iterable) and not isinstance(results, str | bytes) \
+                and not hasattr(results, "columns"):
+            rows = [dict(row) if isinstance(row, Mapping) else row for row in results]
+        else:
+            raise TypeError(f"results must be a {{trial_id: value}} mapping or dicts with "
+                            f"trial_id and value (or error), not {type(results).__name__} (a "
+                            f"pandas DataFrame: pass frame.to_dict('records'))")
+        body = validated(ResultsRequest, results=rows)
+        values_only = all(row.error is None for row in body.results)
+        response = self.client.request("POST", self._path("/results"), idempotent=values_only,
+                                       json=body.model_dump(exclude_none=True))
+        return ResultsSummary.model_validate(response.json())
+
+    def upload_results_csv(self, path: str | os.PathLike[str]) -> ResultsSummary:
+        """A lab's sheet of results: a CSV with ``trial_id`` and ``value`` columns (the file
+        :meth:`export_csv` or ``bbkb study ask`` writes, with values filled in); rows with a
+        blank value are skipped. All or nothing; returns the counts."""
+        response = self.client.request("POST", self._path("/results.csv"),
+                                       content=Path(path).read_bytes(),
+                                       headers={"Content-Type": "text/csv"})
+        return ResultsSummary.model_validate(response.json())
 
     # -- results -----------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""``bbkb study create | list | show | best | export | dispatch | wait | pause | resume |
-delete``: studies from the shell, through the SDK; ``bbkb queue``: the workers' queue.
+"""``bbkb study create | list | show | best | export | ask | results | dispatch | wait | pause |
+resume | delete``: studies from the shell, through the SDK; ``bbkb queue``: the workers' queue.
 
 The server is reached like the SDK does: ``--url`` / ``BBKB_URL`` and ``--api-key`` /
 ``BBKB_API_KEY``. A study is named by its id or its name (an all-digit name works too when no
@@ -14,6 +14,7 @@ import csv
 import json
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,8 @@ from client.errors import (
     invalid_argument,
 )
 from client.study import Study
+
+from . import sheet_cli
 
 if TYPE_CHECKING:
     import numpy as np
@@ -187,6 +190,15 @@ def _study(client: Client, ref: str) -> Study:
         return client.study(ref)
     except NotFoundError:
         raise NotFoundError(404, f"no study with id or name {ref!r}", "study") from None
+
+
+def _with_study(run: Callable[[argparse.Namespace, Client, Study], int]
+                ) -> Callable[[argparse.Namespace], int]:
+    """An action's entry point: ``run`` with a client and the study ``args.study`` names."""
+    def action(args: argparse.Namespace) -> int:
+        with _client(args) as client:
+            return run(args, client, _study(client, args.study))
+    return action
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -475,6 +487,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     export.add_argument("study", help=STUDY_HELP)
     export.add_argument("--output", "-o", help="file to write (default: study-<id>.csv)")
     export.set_defaults(run=_export)
+    sheet_cli.add_actions(actions, common, STUDY_HELP, _with_study)
 
     waiting = argparse.ArgumentParser(add_help=False)
     waiting.add_argument("--timeout", type=_positive, help="give up waiting after SECONDS "

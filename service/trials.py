@@ -144,6 +144,79 @@ def fail(session: Session, runtime: StudyRuntime, *, trial_id: int, reason: str,
     return trial
 
 
+@dataclass(frozen=True)
+class Result:
+    """One row of a bulk upload (:func:`post_results`): a trial's value, or (``error``) the
+    reason its evaluation failed."""
+
+    trial_id: int
+    value: float | None = None
+    error: str | None = None
+    retryable: bool = True
+
+
+def post_results(session: Session, runtime: StudyRuntime, results: list[Result],
+                 now: datetime) -> dict[str, int]:
+    """Many trials' results at once (a lab's filled-in sheet), all or nothing: each row does
+    what :func:`complete` (a value) or :func:`fail` (an error) does for one trial.
+
+    Every row is checked before the engine hears of any, so an error leaves the cached engine
+    valid (service.runtime): an unknown trial, or two rows giving one trial different results,
+    is Invalid (naming the row), a value for a trial that has another or that failed for good
+    a Conflict. A row that changes nothing (the value the trial has, an error for a trial no
+    longer running, a repeated row) counts as unchanged: uploading a sheet again is harmless.
+    Returns the counts of rows completed, failed and unchanged.
+    """
+    found = queries.trials_by_ids(session, runtime.study_id, [r.trial_id for r in results])
+    first: dict[int, int] = {}
+    actions: list[Result] = []
+    for i, row in enumerate(results):
+        j = first.setdefault(row.trial_id, i)
+        if j != i:
+            if results[j] != row:
+                raise Invalid(f"results {j} and {i} give trial {row.trial_id} different results",
+                              field=f"results.{i}")
+            continue
+        trial = found.get(row.trial_id)
+        if trial is None:
+            raise Invalid(f"result {i}: trial {row.trial_id} not found in study "
+                          f"{runtime.study_id}", field=f"results.{i}.trial_id")
+        if _result_changes(trial, row, i):
+            actions.append(row)
+    for row in actions:
+        if row.error is None:
+            complete(session, runtime, trial_id=row.trial_id, value=float(row.value), now=now)
+        else:
+            fail(session, runtime, trial_id=row.trial_id, reason=row.error,
+                 retryable=row.retryable, now=now)
+    completed = sum(row.error is None for row in actions)
+    return {"completed": completed, "failed": len(actions) - completed,
+            "unchanged": len(results) - len(actions)}
+
+
+def _result_changes(trial: Trial, row: Result, i: int) -> bool:
+    """Whether row ``i`` changes ``trial`` (what :func:`complete` and :func:`fail` would do
+    with it), or the error it would raise, raised before anything changed."""
+    if (row.value is None) == (row.error is None):
+        raise Invalid(f"result {i}: give either a value or an error", field=f"results.{i}")
+    if row.error is not None:
+        if trial.status == "completed":
+            raise Conflict(f"result {i}: trial {trial.id} is already completed",
+                           field=f"results.{i}.trial_id")
+        return trial.status == "running"
+    if not math.isfinite(row.value):
+        raise Invalid(f"result {i}: value must be finite", field=f"results.{i}.value")
+    if trial.status in ("completed", "abandoned") and trial.value is not None:
+        if trial.value == row.value:
+            return False
+        raise Conflict(f"result {i}: trial {trial.id} already has the value {trial.value!r}",
+                       field=f"results.{i}.value")
+    if trial.status == "failed":
+        raise Conflict(f"result {i}: trial {trial.id} failed; its result is no longer used",
+                       field=f"results.{i}.trial_id")
+    return True
+
+
 def release_trial(trial: Trial) -> None:
     """Back to the pool as if never handed out: no evaluation was tried (the next hand-out
     counts the attempt again)."""

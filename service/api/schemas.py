@@ -222,6 +222,44 @@ class ImportRequest(BaseModel):
     observations: list[Observation] = Field(min_length=1, max_length=1_000_000)
 
 
+class ResultRow(BaseModel):
+    """A trial's result in a bulk upload: its value, or the error of an evaluation that failed
+    (``retryable`` as in a trial's fail)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trial_id: JsonInt = Field(ge=1, le=2**62)
+    value: ResultValue | None = None
+    error: Annotated[str, Field(max_length=REASON_LIMIT)] | None = None
+    retryable: bool = True
+
+    @model_validator(mode="after")
+    def _one_outcome(self) -> ResultRow:
+        if (self.value is None) == (self.error is None):
+            raise ValueError("give either a value or an error")
+        if self.error is not None and "\x00" in self.error:
+            raise ValueError("error may not contain NUL characters (\\x00); escape them")
+        return self
+
+
+class ResultsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    results: list[ResultRow] = Field(min_length=1, max_length=100_000)
+
+
+class ResultsSummary(BaseModel):
+    """What a bulk upload of results did, row by row."""
+
+    completed: int = Field(description="rows whose value completed a trial")
+    failed: int = Field(description="rows whose error failed a running trial (back to the "
+                        "pool if retryable and attempts remain)")
+    unchanged: int = Field(description="rows that changed nothing: the value the trial "
+                           "already has, an error for a trial no longer running, a repeat")
+    skipped: int = Field(default=0, description="CSV rows with a blank value (not measured "
+                         "yet): left as they are")
+
+
 class TrialPage(BaseModel):
     trials: list[TrialPublic]
     next_after: int | None = Field(default=None, description=(

@@ -312,6 +312,17 @@ def trial_by_id(session: Session, study_id: int, trial_id: int) -> Trial | None:
     return trial if trial is not None and trial.study_id == study_id else None
 
 
+def trials_by_ids(session: Session, study_id: int, trial_ids: Sequence[int]) -> dict[int, Trial]:
+    """The study's trials among ``trial_ids``, by id (absent ids, or another study's, left out);
+    one IN query per 1000 ids."""
+    found: dict[int, Trial] = {}
+    unique = sorted(set(trial_ids))
+    for lo in range(0, len(unique), 1000):
+        found.update((t.id, t) for t in session.scalars(select(Trial).where(
+            Trial.study_id == study_id, Trial.id.in_(unique[lo:lo + 1000]))))
+    return found
+
+
 def status_counts(session: Session, study_id: int) -> dict[str, int]:
     """Trials per status without visiting the completed ones (the status that grows without
     bound): a study's t are 0..n-1 (the engine's selection index: unique and dense), so n is

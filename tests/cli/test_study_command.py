@@ -1,4 +1,5 @@
-"""``bbkb study create | list | show | best | export`` against a real server process."""
+"""``bbkb study create | list | show | best | export | ask | results`` against a real server
+process."""
 
 from __future__ import annotations
 
@@ -135,3 +136,61 @@ def test_a_long_cell_is_cut_so_that_the_table_stays_readable(capsys):
     assert lines[1].split()[1] == long[: CELL_WIDTH - 3] + "..."
     assert lines[2].split() == ["2", "short", "paused"]
     assert lines[0].index("status") == lines[1].index("running") == lines[2].index("paused")
+
+
+def test_a_lab_asks_for_a_sheet_fills_it_in_and_uploads_it(server, tmp_path, capsys):
+    matrix = np.random.default_rng(1).random((30, 2))
+    path = tmp_path / "candidates.csv"
+    np.savetxt(path, matrix, delimiter=",", header="temp,ph", comments="")
+    url = ["--url", server.url]
+    assert run(capsys, "study", "create", "lab", "--candidates", str(path), "-e", "seed=2",
+               *url)[0] == 0
+    sheet = tmp_path / "sheet.csv"
+    code, out, err = run(capsys, "study", "ask", "lab", "-n", "3", "-o", str(sheet), *url)
+    assert code == 0 and out == "" and f"bbkb study results lab {sheet}" in err
+    rows = list(csv.DictReader(sheet.open(newline="")))
+    assert list(rows[0])[:2] == ["trial_id", "value"] and list(rows[0])[-2:] == ["temp", "ph"]
+    assert all(row["value"] == "" for row in rows)
+    for row in rows:  # the parameters are the candidate's
+        np.testing.assert_array_equal([float(row["temp"]), float(row["ph"])],
+                                      matrix[int(row["candidate"])])
+    measured = rows[:-1]
+    for row in measured:
+        row["value"] = repr(float(row["temp"]) - float(row["ph"]))
+    with sheet.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    code, out, _ = run(capsys, "study", "results", "lab", str(sheet), *url)
+    assert code == 0
+    assert out.strip().endswith(f"{len(measured)} completed, 0 failed, 0 unchanged, "
+                                f"{len(rows) - len(measured)} without a value (skipped)")
+    code, out, _ = run(capsys, "study", "results", "lab", str(sheet), "--json", *url)
+    assert json.loads(out) == {"completed": 0, "failed": 0, "unchanged": len(measured),
+                               "skipped": len(rows) - len(measured)}
+    with Client(server.url) as client:
+        trials = {t.id: t for t in client.study("lab").trials()}
+    for row in rows:
+        trial = trials[int(row["trial_id"])]
+        assert trial.value == (float(row["value"]) if row["value"] else None)
+    # the same worker asking again first gets back its trial still running
+    code, out, _ = run(capsys, "study", "ask", "lab", "--json", *url)
+    assert code == 0 and [t["id"] for t in json.loads(out)] == [int(rows[-1]["trial_id"])]
+    rows[0]["value"] = "12.5"  # a different value for a completed trial: nothing applied
+    with sheet.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    code, _, err = run(capsys, "study", "results", "lab", str(sheet), *url)
+    assert code == 1 and "already has the value" in err and "results.0.value" in err
+
+
+def test_ask_exits_1_when_a_sync_batch_waits_for_its_results(server, capsys):
+    url = ["--url", server.url]
+    assert run(capsys, "study", "create", "sync", "--search-space",
+               '[{"name": "x", "low": 0, "high": 1}]', "--n-candidates", "20", "-e",
+               "mode=sync", *url)[0] == 0
+    code, out, _ = run(capsys, "study", "ask", "sync", *url)
+    assert code == 0 and out.startswith("trial_id,value,")
+    code, out, err = run(capsys, "study", "ask", "sync", "--worker-id", "other", *url)
+    assert (code, out) == (1, "") and "waiting for 1 pending result" in err

@@ -337,6 +337,36 @@ def test_import_observations_forms(study):
     assert best.kind == "imported" and best.value == 3.0 and best.candidate == 2
 
 
+def test_tell_many_forms_failures_and_a_resend_whose_answer_was_lost(relayed, tmp_path):
+    sdk, relay = relayed()
+    study = sdk.create_study("s", candidates=np.eye(6), engine={"mode": "async"})
+    a, b, c, d = study.ask(count=4).trials
+    summary = study.tell_many({a.id: 1.0})
+    assert (summary.completed, summary.unchanged) == (1, 0)
+    relay.plan = ["lost"]  # values only: applied, the answer lost, sent again, nothing twice
+    summary = study.tell_many([{"trial_id": a.id, "value": 1.0}, {"trial_id": b.id,
+                                                                   "value": 2.0}])
+    assert (summary.completed, summary.unchanged) == (0, 2)  # the resend found both done
+    assert [call[2] for call in relay.calls if call[1].endswith("/results")][-2:] == \
+        ["lost", "ok"]
+    summary = study.tell_many([{"trial_id": c.id, "error": "spilled", "retryable": False}])
+    assert summary.failed == 1 and study.trial(c.id).status == "failed"
+    relay.plan = ["lost"]  # a failure is sent once: a resend could fail its next attempt
+    with pytest.raises(ServerUnavailable):
+        study.tell_many([{"trial_id": d.id, "error": "spilled"}])
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text(f"trial_id,value\n{d.id},\n{b.id},2.0\n")
+    summary = study.upload_results_csv(sheet)
+    assert (summary.completed, summary.unchanged, summary.skipped) == (0, 1, 1)
+    with pytest.raises(ConflictError) as conflict:
+        study.tell_many({b.id: 3.0})
+    assert conflict.value.field == "results.0.value"
+    with pytest.raises(InvalidArgument, match="either a value or an error"):
+        study.tell_many([{"trial_id": b.id}])
+    with pytest.raises(TypeError, match="to_dict"):
+        study.tell_many("1,2")
+
+
 def test_frozen_engine_gives_a_new_study_the_kernel_the_study_chose(bbkb, study):
     """An automatic study's kernel, after a kept fit, frozen into a new study: every batch of
     the new one runs on the same lengthscales and lam, as "fixed"; the kernel's other settings

@@ -1,9 +1,11 @@
-"""Suggestions and trials: ask, complete, fail, heartbeat, list, export, warm-start import."""
+"""Suggestions and trials: ask, complete, fail (one or many), heartbeat, list, export,
+warm-start import."""
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -41,6 +43,9 @@ from ..schemas import (
     HeartbeatRequest,
     ImportRequest,
     Observation,
+    ResultRow,
+    ResultsRequest,
+    ResultsSummary,
     Suggestions,
     SuggestRequest,
     TrialPage,
@@ -148,6 +153,93 @@ async def import_observations_csv(study_id: StudyId, request: Request, owner: Ow
         _import, runtimes, study_id, owner, parse_observations_csv, raw)}
 
 
+@router.post("/results", response_model=ResultsSummary, openapi_extra={"requestBody": {
+    "content": {"application/json": {"schema": _inlined(ResultsRequest.model_json_schema())}},
+    "required": True}})
+async def post_results(study_id: StudyId, request: Request, owner: OwnerDep,
+                       runtimes: RuntimesDep, settings: SettingsDep,
+                       metrics: MetricsDep) -> Response:
+    """Results of many trials at once: each row a trial's value (as its complete records it)
+    or the error its evaluation failed with (as its fail), all or nothing. A row that changes
+    nothing (the value a trial already has) is counted, not refused: a sheet uploaded twice
+    is harmless."""
+    raw = await read_body(request, settings.max_json_bytes)
+    return await run_in_threadpool(_results, runtimes, study_id, owner, parse_results_json,
+                                   raw, metrics, request)
+
+
+@router.post("/results.csv", response_model=ResultsSummary, openapi_extra={"requestBody": {
+    "content": {"text/csv": {"schema": {"type": "string"}}}, "required": True}})
+async def post_results_csv(study_id: StudyId, request: Request, owner: OwnerDep,
+                           runtimes: RuntimesDep, settings: SettingsDep,
+                           metrics: MetricsDep) -> Response:
+    """A lab's sheet of results: a CSV with a header holding ``trial_id`` and ``value`` (the
+    export's columns, or ``bbkb study ask``'s; the others are ignored). A row with a blank value
+    is skipped (not measured yet); every other row completes its trial, all or nothing."""
+    raw = await read_body(request, settings.max_json_bytes)
+    return await run_in_threadpool(_results, runtimes, study_id, owner, parse_results_csv,
+                                   raw, metrics, request)
+
+
+def _results(runtimes: Runtimes, study_id: int, owner: int,
+             parse: Callable[[bytes], tuple[list[trials.Result], int]], raw: bytes,
+             metrics: Any, request: Request) -> Response:
+    """Parse the body and record its results (in the thread pool)."""
+    rows, skipped = parse(raw)
+    counts = runtimes.mutate(study_id, owner,
+                             lambda s, r, _: trials.post_results(s, r, rows, utcnow()))
+    metrics.results.labels("completed").inc(counts["completed"])
+    metrics.results.labels("failed").inc(counts["failed"])
+    if counts["completed"] or counts["failed"]:
+        _wake_dispatcher(request)
+    return json_answer(ResultsSummary(**counts, skipped=skipped))
+
+
+_RESULT_ROWS = TypeAdapter(list[ResultRow])
+_MAX_RESULTS = ResultsRequest.model_json_schema()["properties"]["results"]["maxItems"]
+
+
+def parse_results_json(raw: bytes) -> tuple[list[trials.Result], int]:
+    """A :class:`ResultsRequest` body, validated chunk by chunk (as the observations are)."""
+    try:
+        data = from_json(raw)
+    except ValueError as exc:
+        raise Invalid(f"malformed JSON: {exc}", field="body") from exc
+    rows = data.get("results") if isinstance(data, dict) else None
+    _validated(ResultsRequest.model_validate,
+               {**data, "results": rows[:1]} if isinstance(rows, list) else data)
+    if len(rows) > _MAX_RESULTS:
+        raise Invalid(f"at most {_MAX_RESULTS} results per upload", field="results")
+    out: list[trials.Result] = []
+    for start in range(0, len(rows), CHUNK_ROWS):
+        chunk = _validated(_RESULT_ROWS.validate_python, rows[start : start + CHUNK_ROWS],
+                           start, "results")
+        out += [trials.Result(r.trial_id, r.value, r.error, r.retryable) for r in chunk]
+    return out, 0
+
+
+def parse_results_csv(raw: bytes) -> tuple[list[trials.Result], int]:
+    """``trial_id`` and ``value`` of each row with a value, and the number of rows without."""
+    out: list[trials.Result] = []
+    skipped = 0
+    for line, row in _csv_records(raw, ("trial_id", "value")):
+        if not row["value"].strip():
+            skipped += 1
+            continue
+        try:
+            trial_id, value = int(row["trial_id"]), float(row["value"])
+        except ValueError as exc:
+            raise Invalid(f"CSV line {line}: {exc}", field=f"body.line{line}") from exc
+        if not math.isfinite(value):
+            raise Invalid(f"CSV line {line}: value must be finite", field=f"body.line{line}")
+        out.append(trials.Result(trial_id, value))
+    if len(out) > _MAX_RESULTS:
+        raise Invalid(f"at most {_MAX_RESULTS} results per upload", field="body")
+    if not out:
+        raise Invalid("CSV has no row with a value", field="body")
+    return out, skipped
+
+
 def _import(runtimes: Runtimes, study_id: int, owner: int,
             parse: Callable[[bytes], list[tuple[int, float]]], raw: bytes) -> int:
     """Parse the body and import its pairs (both CPU work: called in the thread pool)."""
@@ -163,15 +255,16 @@ _ROWS = TypeAdapter(list[Observation])
 _MAX_ROWS = ImportRequest.model_json_schema()["properties"]["observations"]["maxItems"]
 
 
-def _validated(validate: Callable[[Any], Any], data: Any, offset: int | None = None) -> Any:
+def _validated(validate: Callable[[Any], Any], data: Any, offset: int | None = None,
+               rows: str = "observations") -> Any:
     """``validate(data)``; its errors answer as FastAPI's own body validation does (the rows of a
-    chunk that starts at ``offset`` are located in the whole list of observations)."""
+    chunk that starts at ``offset`` are located in the whole list ``rows``)."""
     try:
         return validate(data)
     except ValidationError as exc:
         raise RequestValidationError([
             {**e, "loc": ("body", *e["loc"]) if offset is None else
-             ("body", "observations", offset + e["loc"][0], *e["loc"][1:])}
+             ("body", rows, offset + e["loc"][0], *e["loc"][1:])}
             for e in exc.errors(include_url=False)]) from exc
 
 
@@ -194,26 +287,33 @@ def parse_observations_json(raw: bytes) -> list[tuple[int, float]]:
 
 
 def parse_observations_csv(raw: bytes) -> list[tuple[int, float]]:
-    # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
-    reader = csv.DictReader(io.StringIO(raw.decode("utf-8-sig", errors="replace"), newline=""))
-    try:
-        missing = {"candidate", "value"} - set(reader.fieldnames or [])
-        if missing:
-            raise Invalid(f"CSV header lacks column(s) {sorted(missing)}", field="body")
-        pairs = []
-        for line, row in enumerate(reader, start=2):
-            if row["candidate"] is None or row["value"] is None:
-                raise Invalid(f"CSV line {line}: fewer fields than the header's "
-                              f"{len(reader.fieldnames or [])}", field=f"body.line{line}")
-            try:
-                pairs.append((int(row["candidate"]), float(row["value"])))
-            except (TypeError, ValueError) as exc:
-                raise Invalid(f"CSV line {line}: {exc}", field=f"body.line{line}") from exc
-    except csv.Error as exc:  # e.g. a bare carriage return inside a field
-        raise Invalid(f"malformed CSV (line {reader.line_num}): {exc}", field="body") from exc
+    pairs = []
+    for line, row in _csv_records(raw, ("candidate", "value")):
+        try:
+            pairs.append((int(row["candidate"]), float(row["value"])))
+        except ValueError as exc:
+            raise Invalid(f"CSV line {line}: {exc}", field=f"body.line{line}") from exc
     if not pairs:
         raise Invalid("CSV has no rows", field="body")
     return pairs
+
+
+def _csv_records(raw: bytes, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """The rows of a CSV body whose header holds the ``required`` columns, with their line
+    numbers; Invalid for a missing column, a short row or malformed CSV."""
+    # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
+    reader = csv.DictReader(io.StringIO(raw.decode("utf-8-sig", errors="replace"), newline=""))
+    try:
+        missing = set(required) - set(reader.fieldnames or [])
+        if missing:
+            raise Invalid(f"CSV header lacks column(s) {sorted(missing)}", field="body")
+        for line, row in enumerate(reader, start=2):
+            if any(row[column] is None for column in required):
+                raise Invalid(f"CSV line {line}: fewer fields than the header's "
+                              f"{len(reader.fieldnames or [])}", field=f"body.line{line}")
+            yield line, row
+    except csv.Error as exc:  # e.g. a bare carriage return inside a field
+        raise Invalid(f"malformed CSV (line {reader.line_num}): {exc}", field="body") from exc
 
 
 @router.get("/trials")
