@@ -9,11 +9,15 @@
 2. Restart: a study with A = 10^5 candidates and 10^5 trials; the server is killed (SIGKILL)
    and started again; time until the first suggestion is served (process start + lazy rebuild),
    in wall seconds and in the new server process's CPU seconds.
+3. Bulk results (``--bulk``): a lab's sheet of K results (K = 100, 1000, 10^4 trials asked in
+   one call of an async study), uploaded as JSON (``POST .../results``) and as CSV
+   (``.../results.csv``, the values filled into ``trial_id,value`` rows): wall milliseconds
+   of the upload, the server's CPU milliseconds, and both per row.
 The load average is printed with each figure: wall-clock numbers above ~2 (two cores) include
 queueing behind other processes.
 
 Usage: python benchmarks/service_latency.py [--quick] [--sizes 1000 10000 100000]
-       [--round-trips 500] [--auth none|keys] [--no-restart]
+       [--round-trips 500] [--auth none|keys] [--no-restart] [--bulk]
 """
 
 from __future__ import annotations
@@ -157,6 +161,43 @@ def restart(n_trials: int, arms: int) -> None:
           f"{served_cpu - ready_cpu:.2f} CPU s)  ({load()})")
 
 
+def bulk(sheets: list[int], arms: int) -> None:
+    rng = np.random.default_rng(2)
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProcess({"BBKB_DATA_DIR": tmp, "BBKB_AUTH": "none"}).start()
+        try:
+            with httpx2.Client(base_url=server.url, timeout=600) as http:
+                print(f"bulk results, A={arms}: wall and server CPU ms of one upload "
+                      f"(per row in brackets)")
+                for size in sheets:
+                    for form in ("json", "csv"):
+                        X = rng.random((arms, 2))
+                        sid = create_study(http, f"bulk-{form}-{size}", X)
+                        trials = http.post(f"/v1/studies/{sid}/suggestions", json={
+                            "worker_id": "lab", "count": size}).json()["trials"]
+                        values = objective(X[[t["candidate"] for t in trials]])
+                        rows = [(t["id"], float(v)) for t, v in zip(trials, values, strict=True)]
+                        if form == "json":
+                            request = {"json": {"results": [{"trial_id": i, "value": v}
+                                                            for i, v in rows]}}
+                            path = "results"
+                        else:
+                            request = {"content": "trial_id,value\n" + "".join(
+                                f"{i},{v!r}\n" for i, v in rows)}
+                            path = "results.csv"
+                        cpu, start = cpu_seconds(server.proc.pid), time.perf_counter()
+                        answer = http.post(f"/v1/studies/{sid}/{path}", **request)
+                        wall = 1000 * (time.perf_counter() - start)
+                        cpu_ms = 1000 * (cpu_seconds(server.proc.pid) - cpu)
+                        answer.raise_for_status()
+                        assert answer.json()["completed"] == len(rows), answer.text
+                        print(f"{len(rows):>7} rows {form:>4}: {wall:8.1f} ms "
+                              f"({1000 * wall / len(rows):6.1f} us), CPU {cpu_ms:8.1f} ms "
+                              f"({1000 * cpu_ms / len(rows):6.1f} us)  ({load()})", flush=True)
+        finally:
+            server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -167,7 +208,11 @@ def main() -> None:
                         help="keys: every request authenticated with an API key (the default "
                              "deployment); none: the embedded single-user mode")
     parser.add_argument("--no-restart", action="store_true", help="round trips only")
+    parser.add_argument("--bulk", action="store_true", help="bulk results uploads only")
     args = parser.parse_args()
+    if args.bulk:
+        bulk([100, 1000] if args.quick else [100, 1000, 10_000], 20_000)
+        return
     if args.quick:
         latency([1000, 5000], 100, 2000, args.auth)
         restart(5000, 5000)
