@@ -179,8 +179,9 @@ def _client(args: argparse.Namespace) -> Client:
 
 
 def _study(client: Client, ref: str) -> Study:
-    """The study with id ``ref`` if it is all digits and one has that id, else named ``ref``."""
-    if not ref.isdigit():
+    """The study with id ``ref`` if it is all ASCII digits and one has that id, else named
+    ``ref`` (int() reads other scripts' digits too: a study named "٢" was study 2)."""
+    if not (ref.isascii() and ref.isdigit()):
         return client.study(ref)
     try:
         return client.study(int(ref))

@@ -204,7 +204,7 @@ class EngineConfig:
             if self.gssbo_buffer is not None:
                 raise ConfigError("gssbo_time_factor sets the buffer size itself: set "
                                   "gssbo_buffer to null to use it", field="gssbo_time_factor")
-        _integer("horizon", self.horizon, low=4)
+        _integer("horizon", self.horizon, low=4, high=MAX_HORIZON)
         _integer("goucb_hidden", self.goucb_hidden, low=1, high=MAX_HIDDEN)
         _number("goucb_beta", self.goucb_beta, low=0.0, inclusive=True)
         if self.goucb_lam is not None:
@@ -252,8 +252,15 @@ def _number(name: str, value: float, *, low: float, high: float = math.inf,
         raise ConfigError(f"{message}; got {got}", field=name)
 
 
+#: GO-UCB's T: Phase I has ceil(sqrt(T)) points, so 10^12 is beyond any study; a T past
+#: float64's range (10^400) was accepted and every ask failed (OverflowError).
+MAX_HORIZON = 10**12
+
+
 def _integer(name: str, value: int, *, low: int, high: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (
             high is not None and value > high):
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ConfigError(f"{name} must be an integer {bound}, got {value!r}", field=name)
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else f"{shown[:20]}... ({len(shown)} characters)"
+        raise ConfigError(f"{name} must be an integer {bound}, got {shown}", field=name)

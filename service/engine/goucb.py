@@ -149,6 +149,12 @@ class GOUCBPosterior:
         raise NotImplementedError("the local stopping rule is defined for the Nystrom posterior")
 
 
+#: Values in Phase I's standardised units are clipped to +-Y_LIMIT (the paper's f is bounded):
+#: after a Phase I of equal values (scale 1), a value of 1e100 made w_b, the gradients and
+#: their covariance overflow, and every later ask failed.
+Y_LIMIT = 1e6
+
+
 def check_network(dim: int, hidden: int) -> None:
     """ConfigError unless GO-UCB's network on d = ``dim`` inputs with ``hidden`` units has at
     most MAX_NETWORK_SIZE weights (checked when candidates arrive, not at the first ask)."""
@@ -199,7 +205,7 @@ class GOUCBModel:
         rows = np.setdiff1d(np.flatnonzero(observed), self.phase_one)
         f, G = self._linearised(arm, batch, rows)
         w_at = np.stack([self.weights[int(b)] for b in batch[rows]]) if len(rows) else G
-        y = (value[rows] - self.y_mean) / self.y_scale
+        y = np.clip((value[rows] - self.y_mean) / self.y_scale, -Y_LIMIT, Y_LIMIT)
         target = np.einsum("ij,ij->i", G, w_at) + y - f if len(rows) else np.zeros(0)
         sigma = G.T @ G
         sigma[np.diag_indices_from(sigma)] += self.lam

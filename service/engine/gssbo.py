@@ -271,9 +271,29 @@ def prior_starts(prior: Prior, restarts: int, rng: np.random.Generator) -> list[
             [centre, *(centre + prior.sd * rng.standard_normal(3) for _ in range(restarts))]]
 
 
+def value_unit(values: np.ndarray) -> float:
+    """1, or for values spread over less than 1e-100 a power of two near their spread: the
+    anchor fits values / unit, whose variances in the values' own units underflowed (spread
+    1e-300: 1e-600, stored as 0, and every ask then failed). Dividing by a power of two is
+    exact, so a fit in those units is the same fit."""
+    spread = float(np.ptp(values)) if len(values) else 0.0
+    if spread == 0.0 or spread > 1e-100:
+        return 1.0
+    return 2.0 ** math.floor(math.log2(spread))
+
+
 def rescaled(hp: Hyperparameters, scale: float) -> Hyperparameters:
-    """``hp`` for the data divided by ``scale``."""
-    return Hyperparameters(hp.lengthscale, hp.variance / scale**2, hp.noise / scale**2)
+    """``hp`` for the data divided by ``scale``; in log space, within float64's range, where
+    that overflows or scale**2 underflows (values spread over 1e-300: a ZeroDivisionError
+    then answered every ask with a 500)."""
+    square = scale * scale
+    if square > 0.0:
+        variance, noise = hp.variance / square, hp.noise / square
+        if math.isfinite(variance) and math.isfinite(noise):
+            return Hyperparameters(hp.lengthscale, variance, noise)
+    shift = np.zeros(len(hp.lengthscale) + 2)
+    shift[-2:] = 2.0 * math.log(scale)
+    return Hyperparameters.from_theta(hp.theta - shift)
 
 
 class GSSBOModel:
@@ -294,10 +314,12 @@ class GSSBOModel:
             return self.time_rule.size
         return self.size
 
-    def anchor(self, arms: np.ndarray, values: np.ndarray, size: int | None) -> Hyperparameters:
-        """Full fit (``restarts``) on the pilot set of the first :func:`anchor_size` observations,
-        in the units of ``values``; a pure function of that prefix (its own seeded generator),
-        so a rebuilt strategy recomputes it, and the last one is kept for the next steps."""
+    def anchor(self, arms: np.ndarray, values: np.ndarray,
+               size: int | None) -> tuple[Hyperparameters, float]:
+        """Full fit (``restarts``) on the pilot set of the first :func:`anchor_size`
+        observations, in the units of ``values`` / :func:`value_unit` (returned with it); a
+        pure function of that prefix (its own seeded generator), so a rebuilt strategy
+        recomputes it, and the last one is kept for the next steps."""
         n = anchor_size(len(values))
         arms, values = arms[:n], values[:n]
         key = (n, size, arms.tobytes(), values.tobytes())
@@ -306,7 +328,8 @@ class GSSBOModel:
             X, pilot = self.X[arms], pilot_set(n, self.initial, size)
             prior = Prior(lengthscale=median_distance(X, rng))
             starts = prior_starts(prior, self.restarts, rng)
-            self._anchor = key, map_fit(X[pilot], values[pilot], prior, starts)
+            unit = value_unit(values)
+            self._anchor = key, (map_fit(X[pilot], values[pilot] / unit, prior, starts), unit)
         return self._anchor[1]
 
     def posterior(self, arms: np.ndarray, values: np.ndarray, pending: np.ndarray,
@@ -323,7 +346,8 @@ class GSSBOModel:
         prior = Prior(lengthscale=median_distance(X, rng))
         size = self.buffer_size()
         pilot = pilot_set(len(values), self.initial, size)
-        hp = rescaled(self.anchor(arms, values, size), scale)
+        anchored, unit = self.anchor(arms, values, size)
+        hp = rescaled(anchored, scale / unit)
         if anchor_size(len(values)) < len(values):
             hp = map_fit(X[pilot], ys[pilot], prior, [hp])
         buffer = select_buffer(X, ys, self.initial, size, self.selection, hp, rng,

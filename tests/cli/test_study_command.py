@@ -194,3 +194,20 @@ def test_ask_exits_1_when_a_sync_batch_waits_for_its_results(server, capsys):
     assert code == 0 and out.startswith("trial_id,value,")
     code, out, err = run(capsys, "study", "ask", "sync", "--worker-id", "other", *url)
     assert (code, out) == (1, "") and "waiting for 1 pending result" in err
+
+
+def test_a_name_of_other_scripts_digits_is_a_name_not_an_id(server, tmp_path, capsys):
+    """int() reads "٢" (Arabic-Indic two) as 2: `bbkb study delete ٢` deleted study 2."""
+    url = ["--url", server.url]
+    space = '[{"name": "x", "low": 0, "high": 1}]'
+    for name in ("first", "keepme", "\u0662", "\u00b3"):  # ids 1, 2, 3, 4
+        assert run(capsys, "study", "create", name, "--search-space", space,
+                   "--n-candidates", "5", *url)[0] == 0
+    for name, study_id in (("\u0662", 3), ("\u00b3", 4), ("2", 2)):
+        code, out, err = run(capsys, "study", "show", name, "--json", *url)
+        assert code == 0, err
+        assert (json.loads(out)["id"], json.loads(out)["name"]) == (
+            study_id, name if study_id != 2 else "keepme")
+    assert run(capsys, "study", "delete", "\u0662", "--yes", *url)[0] == 0
+    with Client(server.url) as client:
+        assert sorted(s.name for s in client.studies()) == sorted(["first", "keepme", "\u00b3"])

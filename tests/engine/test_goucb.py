@@ -93,6 +93,7 @@ def test_pending_points_shrink_the_width_but_not_the_estimate():
 @pytest.mark.parametrize(("change", "field"), [
     ({"horizon": 3}, "horizon"),
     ({"goucb_hidden": 0}, "goucb_hidden"),
+    ({"horizon": 10**400}, "horizon"),  # accepted, then every ask overflowed
     ({"goucb_beta": -1.0}, "goucb_beta"),
     ({"goucb_lam": 0.0}, "goucb_lam"),
     ({"batch_rule": "adaptive"}, "batch_rule"),
@@ -101,3 +102,23 @@ def test_bad_configurations_name_the_field(change, field):
     with pytest.raises(ConfigError) as err:
         EngineConfig(strategy="go-ucb", **change)
     assert err.value.field == field
+
+
+def test_an_overlong_horizon_is_refused_with_a_short_message():
+    with pytest.raises(ConfigError, match=r"horizon must be an integer in \[4, 1000000000000\], "
+                       r"got 10000000000000000000\.\.\. \(401 characters\)$"):
+        EngineConfig(strategy="go-ucb", horizon=10**400)
+
+
+def test_values_far_beyond_phase_ones_spread_keep_every_ask_finite():
+    """After a Phase I of equal values (scale 1), a value of 1e100 overflowed w_b, the
+    gradients and Sigma: every later ask raised LinAlgError (a 500 in the service)."""
+    strategy = Strategy(np.array([[0.5]]), strategy="go-ucb", mode="async", horizon=16,
+                        goucb_hidden=4, seed=0)
+    values = iter([0.0, 1e100, -1e100, 3.0, 1e100, 0.0, 5.0, 1e99])
+    for _ in range(4):
+        for selection in strategy.ask(2):
+            strategy.tell(selection.t, next(values))
+    mean, variance = strategy.predict()
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(variance))
+    assert len(strategy.ask(2)) == 2

@@ -166,3 +166,24 @@ def test_strategies_without_a_kernel_record_no_hyperparameters(strategy):
     assert live.hyperparameters is None and live.state().hyperparameters is None
     assert all(b.hyperparameters is None for b in live.batches)
     assert Strategy.restore(X, live.config, live.state()).hyperparameters is None
+
+
+def test_values_spread_over_1e_300_give_the_proposals_of_the_same_values_scaled_up():
+    """A fit's variances in such values' own units underflowed to 0 (a ZeroDivisionError at
+    every ask, a 500 in the service); a power of two scales every step of GSSBO exactly."""
+    X, f = smooth_problem(n=40, d=2, seed=0)
+
+    def arms(scale: float) -> list[int]:
+        strategy, out = Strategy(X, strategy="gssbo", seed=1), []
+        for _ in range(12):
+            (selection,) = strategy.ask(1)
+            out.append(selection.arm)
+            strategy.tell(selection.t, float(f[selection.arm]) * scale)
+        return out
+
+    assert arms(2.0**-1000) == arms(1.0)
+    strategy = Strategy(np.array([[0.0], [0.5], [1.0]]), strategy="gssbo", seed=0)
+    for value in (0.0, 1e-300, 0.0, 1e-300, 2e-300):
+        (selection,) = strategy.ask(1)
+        strategy.tell(selection.t, value)
+    assert len(strategy.ask(1)) == 1
