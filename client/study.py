@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -243,8 +244,11 @@ class Study:
         ServerUnavailable and ``path`` is left as it was. A pipe or a device (``/dev/stdout``)
         is written to directly."""
         target = Path(path)
-        final = Path(os.path.realpath(target))
-        atomic = not final.exists() or final.is_file()
+        try:  # what the path leads to: /dev/stdout into a pipe resolves to no file name
+            atomic = stat.S_ISREG(os.stat(target).st_mode)
+        except FileNotFoundError:
+            atomic = True
+        final = Path(os.path.realpath(target)) if atomic else target
         response = self.client.request("GET", self._path("/export"), stream=True)
         # (a name of its own: the target's with a suffix could pass the file system's limit)
         partial = final.with_name(f".bbkb-export-{uuid.uuid4().hex[:12]}.part") if atomic \

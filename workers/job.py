@@ -152,8 +152,12 @@ def _evaluate(client: Client, payload: dict[str, Any], queued: bool = False) -> 
     if queued:
         try:
             study.heartbeat(trial_id, worker_id=worker_id)
-        except (ConflictError, NotFoundError) as exc:  # NotFound: the study was deleted
+        except ConflictError as exc:
             log.info("trial %s skipped: %s", trial_id, exc.detail)
+            return None
+        except NotFoundError as exc:  # deleted, or hidden from this key: the API cannot tell
+            log.warning("trial %s skipped: %s (deleted, or this worker's key, BBKB_API_KEY, "
+                        "belongs to another owner than the study's)", trial_id, exc.detail)
             return None
     stop = threading.Event()
     beat = threading.Thread(target=_heartbeats, args=(client, payload, stop), daemon=True)

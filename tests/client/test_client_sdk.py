@@ -298,6 +298,18 @@ def test_an_export_keeps_links_modes_and_pipes(bbkb, tmp_path):
     reader.join(timeout=60)
     assert stat.S_ISFIFO(pipe.stat().st_mode)
     assert received and received[0].decode().count("\n") == 3  # the header and 2 trials
+    # /dev/stdout into a pipe: a link to /proc/self/fd/1, which resolves to "pipe:[N]", no
+    # file name at all (the temporary file beside it could not be created)
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "rb") as source:
+        drain = threading.Thread(target=lambda: received.append(source.read()), daemon=True)
+        drain.start()
+        try:
+            study.export_csv(f"/proc/self/fd/{write_end}")
+        finally:
+            os.close(write_end)  # the reader's end of file
+        drain.join(timeout=60)
+    assert len(received) == 2 and received[1].decode().count("\n") == 3
     longest = tmp_path / ("x" * (os.pathconf(tmp_path, "PC_NAME_MAX") - 4) + ".csv")
     assert study.export_csv(longest).read_text().count("\n") == 3  # its temporary name fits
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]  # and is gone

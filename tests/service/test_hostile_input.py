@@ -309,6 +309,20 @@ def test_a_failure_reason_with_a_nul_byte_is_a_422_on_both_databases(database_ur
         assert r.status_code == 200 and r.json()["error"] == "OK\\x00"
 
 
+def test_a_study_name_filter_with_a_nul_byte_is_a_422_on_both_databases(database_url, tmp_path):
+    """GET /v1/studies?name=%00 answered 500 on PostgreSQL (its text cannot hold NUL)."""
+    with app_client(database_url, tmp_path) as client:
+        _study(client, "named")
+        for name in ("\x00", "a\x00b", "tab\there", ""):
+            r = client.get("/v1/studies", params={"name": name})
+            assert r.status_code == 422 and r.json()["field"] == "name", (name, r.text)
+        found = client.get("/v1/studies", params={"name": "named"}).json()["studies"]
+        assert [s["name"] for s in found] == ["named"]
+        r = client.post("/v1/studies/1/results", json={"results": [
+            {"trial_id": 1, "error": "bad\x00"}]})
+        assert r.status_code == 422 and r.json()["field"] == "results.0", r.text
+
+
 def test_a_built_in_objective_must_fit_the_candidates(tmp_path):
     """A data set scores row ``candidate`` by index: on other candidates its trials completed
     with the values of unrelated rows. A fixed-dimension test function on other columns failed

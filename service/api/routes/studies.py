@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
 from ... import studies
@@ -89,7 +91,10 @@ def _attach(request: Request, study_id: int, owner: int, data: bytes) -> StudyPu
 
 @router.get("")
 def list_studies(owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep,
-                 after: AfterId = 0, limit: PageSize = 100, name: str | None = None) -> StudyList:
+                 after: AfterId = 0, limit: PageSize = 100,
+                 name: Annotated[str | None, Query(min_length=1, max_length=200,
+                                                   pattern=r"^[^\x00-\x1f]+$")] = None,
+                 ) -> StudyList:
     """The caller's studies with id > ``after`` in id order, at most ``limit`` (and
     ``BBKB_PAGE_LIMIT``; keyset pagination: follow ``next_after``), or only the one called
     ``name``."""
