@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx2
 
 from service.api.schemas import (
+    BatchDetail,
     BatchList,
     BatchPublic,
     CompleteRequest,
@@ -236,6 +237,11 @@ class Study:
         """Batch history: sizes, stop reasons, dictionary sizes."""
         return BatchList.model_validate(
             self.client.request("GET", self._path("/batches")).json()).batches
+
+    def batch(self, index: int) -> BatchDetail:
+        """One batch with its dictionary: the inducing candidates' indices and parameters."""
+        return BatchDetail.model_validate(
+            self.client.request("GET", self._path(f"/batches/{int(index)}")).json())
 
     def export_csv(self, path: str | os.PathLike[str]) -> Path:
         """Write every trial (named parameters as columns) to a CSV file, streamed. A file

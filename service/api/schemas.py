@@ -306,6 +306,16 @@ class BatchList(BaseModel):
     batches: list[BatchPublic]
 
 
+class BatchDetail(BatchPublic):
+    """One batch with the dictionary it used: its inducing candidates, as indices and as
+    named parameters (empty for strategies without one)."""
+
+    dictionary: list[int] = Field(description="Candidate indices of the batch's dictionary "
+                                  "(the inducing points of its Nystrom posterior), ascending.")
+    dictionary_parameters: list[dict[str, Any]] = Field(
+        description="The same candidates' parameters, in the same order.")
+
+
 class ErrorBody(BaseModel):
     detail: str
     field: str | None = None

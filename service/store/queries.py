@@ -397,6 +397,11 @@ def batches(session: Session, study_id: int, *, after: int = -1) -> list[Batch]:
                                 .order_by(Batch.index)))
 
 
+def batch(session: Session, study_id: int, index: int) -> Batch | None:
+    """One batch of the study, with its dictionary."""
+    return session.get(Batch, (study_id, index))
+
+
 def latest_batch(session: Session, study_id: int) -> Batch | None:
     return session.scalars(select(Batch).where(Batch.study_id == study_id)
                            .order_by(Batch.index.desc()).limit(1)).first()

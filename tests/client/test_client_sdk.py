@@ -377,6 +377,10 @@ def test_tell_many_forms_failures_and_a_resend_whose_answer_was_lost(relayed, tm
         study.tell_many([{"trial_id": b.id}])
     with pytest.raises(TypeError, match="to_dict"):
         study.tell_many("1,2")
+    first = study.batch(0)
+    assert first.index == 0 and len(first.dictionary) == first.dictionary_size
+    with pytest.raises(NotFoundError):
+        study.batch(99)
 
 
 def test_frozen_engine_gives_a_new_study_the_kernel_the_study_chose(bbkb, study):

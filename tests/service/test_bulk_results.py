@@ -198,3 +198,36 @@ def test_a_late_value_for_an_abandoned_trial_is_kept_as_its_complete_keeps_it(
         assert [(t["candidate"], t["value"]) for t in imported["trials"]] == \
             [(trial["candidate"], 0.5)]
         assert _trials(client, sid)[trial["id"]]["value"] == 0.5
+
+
+def test_each_batch_shows_the_dictionary_it_used(database_url, tmp_path):
+    """DESIGN's dictionary history: GET .../batches/{index} names the batch's inducing
+    candidates; BBKB draws them from the arms pulled before the batch opened."""
+    with app_client(database_url, tmp_path) as client:
+        study = create_study(client, engine=ASYNC)
+        sid = study["id"]
+        for _ in range(6):
+            trials = _ask(client, sid, 5)
+            client.post(f"/v1/studies/{sid}/results", json={"results": [
+                {"trial_id": t["id"], "value": _value(t)} for t in trials]})
+        batches = client.get(f"/v1/studies/{sid}/batches").json()["batches"]
+        trials = _trials(client, sid).values()
+        candidates = client.get(f"/v1/studies/{sid}/export").text  # parameters by candidate
+        rows = {int(r["candidate"]): (float(r["x0"]), float(r["x1"]))
+                for r in csv.DictReader(io.StringIO(candidates))}
+        assert len(batches) >= 2
+        for listed in batches:
+            detail = client.get(f"/v1/studies/{sid}/batches/{listed['index']}").json()
+            assert {k: detail[k] for k in listed} == listed
+            atoms = detail["dictionary"]
+            assert len(atoms) == listed["dictionary_size"] and atoms == sorted(set(atoms))
+            if listed["index"] > 0:  # resampled from the arms pulled before it opened
+                pulled = {t["candidate"] for t in trials if t["t"] < listed["start_t"]}
+                assert set(atoms) <= pulled and atoms
+            for atom, parameters in zip(atoms, detail["dictionary_parameters"], strict=True):
+                assert (parameters["x0"], parameters["x1"]) == rows[atom]
+        missing = client.get(f"/v1/studies/{sid}/batches/{len(batches)}")
+        assert (missing.status_code, missing.json()["field"]) == (404, "index")
+        uniform = create_study(client, name="u", engine={"strategy": "uniform", "mode": "async"})
+        _ask(client, uniform["id"], 2)
+        assert client.get(f"/v1/studies/{uniform['id']}/batches/0").json()["dictionary"] == []
