@@ -273,6 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
                              help="upgrade the database schema to this version")
     migrate.set_defaults(run=_migrate)
 
+    from . import bench
+
+    bench.add_parser(sub)
+
     from . import study_cli  # the SDK's imports: not paid by `bbkb worker`
 
     study_cli.add_parser(sub)
