@@ -1,5 +1,5 @@
-"""The ``bbkb`` command: demo, serve, worker, study, queue, migrate, keys create / ensure /
-list / revoke."""
+"""The ``bbkb`` command: demo, serve, worker, study, queue, bench, migrate, keys create /
+ensure / list / revoke."""
 
 from __future__ import annotations
 

@@ -119,7 +119,9 @@ def test_empty_dictionary_gives_the_prior():
 
 
 def test_covariance_start_matches_definition():
-    """k~(x, x') = (k(x, x') - z(x)^T z(x')) / lam + z(x)^T V^-1 z(x') (BKB paper, Sec. 3.1)."""
+    """Lemma 3's |k~(x, x')|: the larger of the DTC predictive covariance (k(x, x') -
+    z(x)^T z(x')) / lam + z(x)^T V^-1 z(x') (BKB paper, Sec. 3.1) and the embedded one
+    z(x)^T V^-1 z(x') (tests/engine/test_formulas.py)."""
     rng = np.random.default_rng(8)
     kernel, X, lam = RBF(lengthscale=0.5), rng.random((70, 2)), 0.7
     dictionary = rng.choice(70, size=12, replace=False)
@@ -129,8 +131,11 @@ def test_covariance_start_matches_definition():
     arms, counts = np.unique(pulled, return_counts=True)
     V = (Z[arms] * counts[:, None]).T @ Z[arms] + lam * np.eye(Z.shape[1])
     j = 9
-    expected = (kernel(X, X[j : j + 1])[:, 0] - Z @ Z[j]) / lam + Z @ np.linalg.solve(V, Z[j])
+    embedded = Z @ np.linalg.solve(V, Z[j])
+    predictive = (kernel(X, X[j : j + 1])[:, 0] - Z @ Z[j]) / lam + embedded
+    expected = np.maximum(np.abs(predictive), np.abs(embedded))
     np.testing.assert_allclose(post.covariance_start(j), expected, rtol=1e-8, atol=1e-11)
+    assert np.any(np.abs(embedded) > np.abs(predictive) * 1.01)  # both take part here
     np.testing.assert_allclose(post.covariance_start(j)[j], post.variance_start[j], rtol=1e-9)
 
 
