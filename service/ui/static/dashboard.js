@@ -526,6 +526,16 @@ function studyPage(id) {
     else if (lost) hint.textContent = "Redis unreachable: no trials are sent until it answers";
   };
 
+  // One trials refresh at a time, in the order asked: a second "next" while a page loaded
+  // found no cursor for it yet and showed the newest trials under the fourth page's label.
+  // ``change`` runs when its turn comes (false: nothing to show, e.g. no next page).
+  let trialsTurn = Promise.resolve();
+  const showTrials = (change = () => true) => {
+    const run = trialsTurn.then(() => (change() === false ? undefined : refreshTrials()));
+    trialsTurn = run.catch(() => {});
+    return run;
+  };
+
   const refresh = async () => {
     study = await json(base);
     showStudy();
@@ -533,7 +543,7 @@ function studyPage(id) {
     await refreshDispatch(state !== seen);
     const queueShown = refreshQueue();  // meanwhile (it never throws)
     if (state !== seen) {
-      await Promise.all([refreshPlots(), refreshFailed(), refreshTrials()]);
+      await Promise.all([refreshPlots(), refreshFailed(), showTrials()]);
       seen = state;
     }
     await queueShown;
@@ -541,20 +551,23 @@ function studyPage(id) {
 
   for (const select of [filter, order]) {
     select.addEventListener("change", () => {
-      Object.assign(pages, {status: filter.value, order: order.value, cursors: [undefined],
-                            starts: [0], index: 0});
-      refreshTrials().catch((e) => say(e.message, true));
+      showTrials(() => {
+        Object.assign(pages, {status: filter.value, order: order.value, cursors: [undefined],
+                              starts: [0], index: 0});
+      }).catch((e) => say(e.message, true));
     });
   }
   document.getElementById("page-next").addEventListener("click", () => {
-    if (pages.cursors[pages.index + 1] === null) return;
-    pages.index += 1;
-    refreshTrials().catch((e) => say(e.message, true));
+    showTrials(() => {
+      if (pages.cursors[pages.index + 1] === null) return false;
+      pages.index += 1;
+    }).catch((e) => say(e.message, true));
   });
   document.getElementById("page-prev").addEventListener("click", () => {
-    if (pages.index === 0) return;
-    pages.index -= 1;
-    refreshTrials().catch((e) => say(e.message, true));
+    showTrials(() => {
+      if (pages.index === 0) return false;
+      pages.index -= 1;
+    }).catch((e) => say(e.message, true));
   });
   document.getElementById("csv").addEventListener("click", async () => {
     try {
