@@ -81,4 +81,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return _json(500, "internal error (logged on the server)", None)
+        # the exception goes on to the server, which then closes the connection: said here,
+        # a keep-alive client opens a new one (it met a reset, and the SDK reported a request
+        # it cannot resend as "may have reached the server")
+        return _json(500, "internal error (logged on the server)", None,
+                     {"Connection": "close"})

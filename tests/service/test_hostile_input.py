@@ -390,3 +390,27 @@ def test_strings_and_booleans_are_not_numbers_and_blank_names_are_refused(tmp_pa
         assert client.get(f"/v1/studies/{sid}/trials").json()["trials"] == []
         r = client.post("/v1/studies", content=b"", headers={"content-type": "application/json"})
         assert r.status_code == 422 and r.json()["field"] == "body", r.text
+
+
+def test_an_unexpected_error_is_json_and_closes_the_connection(tmp_path):
+    """A 500 (a bug) is JSON and says Connection: close: the server closes the connection
+    after it, and a keep-alive client met a reset on its next request instead."""
+    from fastapi.testclient import TestClient
+
+    from service.api.app import create_app
+    from service.settings import Settings
+
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'x.db'}", data_dir=tmp_path,
+                              auth="none"))
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise RuntimeError("a bug")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        answer = client.get("/boom")
+        assert answer.status_code == 500
+        assert answer.json() == {"detail": "internal error (logged on the server)",
+                                 "field": None}
+        assert answer.headers["connection"] == "close"
+        assert client.get("/healthz").status_code == 200
