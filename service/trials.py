@@ -20,7 +20,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from .engine import ExhaustedError
-from .errors import Conflict, Invalid, NotFound
+from .errors import Conflict, Invalid, NotFound, ServiceError
 from .runtime import StudyRuntime
 from .store import queries
 from .store.models import Study, Trial
@@ -104,19 +104,12 @@ def complete(session: Session, runtime: StudyRuntime, *, trial_id: int, value: f
     worker failed for good refuses results (409).
     """
     trial = _trial(session, runtime, trial_id)
-    if not math.isfinite(value):
-        raise Invalid("value must be finite", field="value")
-    if trial.status in ("completed", "abandoned") and trial.value is not None:
-        if trial.value == value:
-            return trial
-        raise Conflict(f"trial {trial_id} already has the value {trial.value!r}", field="value")
+    if not _completes(trial, value):
+        return trial
     if trial.status == "abandoned":
         import_observations(session, runtime, [(trial.candidate, value)], now)
         trial.value = value
         return trial
-    if trial.status == "failed":
-        raise Conflict(f"trial {trial_id} failed; its result is no longer used",
-                       field="trial_id")
     runtime.strategy.tell(trial.t, runtime.sign * value)
     trial.status, trial.value, trial.completed_at = "completed", value, now
     trial.lease_expires_at = None
@@ -130,9 +123,7 @@ def fail(session: Session, runtime: StudyRuntime, *, trial_id: int, reason: str,
     not counted). Only the worker holding the lease (when it names itself) may fail a running
     trial; failing a trial already back in the pool is a no-op."""
     trial = _trial(session, runtime, trial_id)
-    if trial.status == "completed":
-        raise Conflict(f"trial {trial_id} is already completed", field="trial_id")
-    if trial.status in ("failed", "abandoned", "pending"):
+    if not _fails(trial):
         return trial
     if worker_id is not None and trial.worker_id != worker_id:
         raise Conflict(f"trial {trial_id} is leased to another worker", field="worker_id")
@@ -195,26 +186,37 @@ def post_results(session: Session, runtime: StudyRuntime, results: list[Result],
 
 
 def _result_changes(trial: Trial, row: Result, i: int) -> bool:
-    """Whether row ``i`` changes ``trial`` (what :func:`complete` and :func:`fail` would do
-    with it), or the error it would raise, raised before anything changed."""
+    """Whether row ``i`` changes ``trial`` (:func:`_completes` or :func:`_fails`), or the
+    error it would raise, naming the row, raised before anything changed."""
     if (row.value is None) == (row.error is None):
         raise Invalid(f"result {i}: give either a value or an error", field=f"results.{i}")
-    if row.error is not None:
-        if trial.status == "completed":
-            raise Conflict(f"result {i}: trial {trial.id} is already completed",
-                           field=f"results.{i}.trial_id")
-        return trial.status == "running"
-    if not math.isfinite(row.value):
-        raise Invalid(f"result {i}: value must be finite", field=f"results.{i}.value")
+    try:
+        return _fails(trial) if row.error is not None else _completes(trial, float(row.value))
+    except ServiceError as exc:
+        raise type(exc)(f"result {i}: {exc}", field=f"results.{i}.{exc.field}") from None
+
+
+def _completes(trial: Trial, value: float) -> bool:
+    """Whether the result ``value`` changes ``trial`` (False: it has that value already), or
+    the error :func:`complete` refuses it with, raised before anything changed."""
+    if not math.isfinite(value):
+        raise Invalid("value must be finite", field="value")
     if trial.status in ("completed", "abandoned") and trial.value is not None:
-        if trial.value == row.value:
+        if trial.value == value:
             return False
-        raise Conflict(f"result {i}: trial {trial.id} already has the value {trial.value!r}",
-                       field=f"results.{i}.value")
+        raise Conflict(f"trial {trial.id} already has the value {trial.value!r}", field="value")
     if trial.status == "failed":
-        raise Conflict(f"result {i}: trial {trial.id} failed; its result is no longer used",
-                       field=f"results.{i}.trial_id")
+        raise Conflict(f"trial {trial.id} failed; its result is no longer used",
+                       field="trial_id")
     return True
+
+
+def _fails(trial: Trial) -> bool:
+    """Whether a failure changes ``trial`` (False: it is no longer running, e.g. back in the
+    pool), or the error :func:`fail` refuses it with."""
+    if trial.status == "completed":
+        raise Conflict(f"trial {trial.id} is already completed", field="trial_id")
+    return trial.status == "running"
 
 
 def release_trial(trial: Trial) -> None:
