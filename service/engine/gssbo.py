@@ -283,17 +283,8 @@ def value_unit(values: np.ndarray) -> float:
 
 
 def rescaled(hp: Hyperparameters, scale: float) -> Hyperparameters:
-    """``hp`` for the data divided by ``scale``; in log space, within float64's range, where
-    that overflows or scale**2 underflows (values spread over 1e-300: a ZeroDivisionError
-    then answered every ask with a 500)."""
-    square = scale * scale
-    if square > 0.0:
-        variance, noise = hp.variance / square, hp.noise / square
-        if math.isfinite(variance) and math.isfinite(noise):
-            return Hyperparameters(hp.lengthscale, variance, noise)
-    shift = np.zeros(len(hp.lengthscale) + 2)
-    shift[-2:] = 2.0 * math.log(scale)
-    return Hyperparameters.from_theta(hp.theta - shift)
+    """``hp`` for the data divided by ``scale``."""
+    return Hyperparameters(hp.lengthscale, hp.variance / scale**2, hp.noise / scale**2)
 
 
 class GSSBOModel:
