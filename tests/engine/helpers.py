@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 from scipy import linalg
 
@@ -34,6 +36,20 @@ def run(strategy: Strategy, f: np.ndarray, steps: int, rng: np.random.Generator,
             strategy.tell(sel.t, f[sel.arm] + noise * rng.standard_normal())
         arms.extend(sel.arm for sel in batch)
     return np.asarray(arms[:steps])
+
+
+def each_step(strategy: Strategy, f: np.ndarray, batches: int, rng: np.random.Generator,
+              noise: float = 0.01) -> Iterator[None]:
+    """Sync protocol one selection at a time: for each of ``batches`` batches, ask(1) until it
+    closes, yielding after each ask (the batch's posterior and rule as they then stand), then
+    tell the batch's values."""
+    for _ in range(batches):
+        pending: list = []
+        while not strategy.batch_closed or not pending:
+            pending += strategy.ask(1)
+            yield
+        for sel in pending:
+            strategy.tell(sel.t, f[sel.arm] + noise * rng.standard_normal())
 
 
 def smooth_problem(n: int = 400, d: int = 2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,7 @@ from service.engine import Strategy
 from service.engine.rules import FixedSizeRule, UntilRepeatRule
 from service.engine.selectors import LazyUCB
 
-from .helpers import run, smooth_problem
+from .helpers import each_step, run, smooth_problem
 
 
 def _ucb_strategy(rule: str = "global", **kw) -> tuple[Strategy, np.ndarray]:
@@ -25,18 +25,13 @@ def test_lemma1_ratio_bound_holds_along_a_run():
     rng = np.random.default_rng(0)
     all_arms = np.arange(strategy.n_arms)
     checked = 0
-    for _ in range(40):
-        pending = []
-        while not strategy.batch_closed or not pending:
-            pending += strategy.ask(1)
-            post, rule = strategy._posterior, strategy._rule
-            if not hasattr(rule, "accumulator"):
-                continue  # the initial design batch
-            ratio = post.variance_start / post.variance(all_arms)
-            assert np.all(ratio <= rule.accumulator * (1 + 1e-9))
-            checked += 1
-        for sel in pending:
-            strategy.tell(sel.t, f[sel.arm] + 0.01 * rng.standard_normal())
+    for _ in each_step(strategy, f, 40, rng):
+        post, rule = strategy._posterior, strategy._rule
+        if not hasattr(rule, "accumulator"):
+            continue  # the initial design batch
+        ratio = post.variance_start / post.variance(all_arms)
+        assert np.all(ratio <= rule.accumulator * (1 + 1e-9))
+        checked += 1
     assert checked > 100
     assert max(b.size for b in strategy.batches) >= 5
 
