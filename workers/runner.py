@@ -107,6 +107,8 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
         worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
         try:
             worker.work(burst=burst, logging_level="WARNING")  # (idle, RQ rides out outages)
+        except StopRequested:  # _redis_back's handler, before this worker installed its own
+            break
         except RedisError as exc:
             if workers.job.stopping.is_set():
                 break  # Redis gone while stopping: RQ could not deregister the worker (its
@@ -118,11 +120,9 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
         if burst or workers.job.stopping.is_set() or workers.job.fatal:
             break
         # RQ quit on an error it does not ride out, e.g. Redis lost while it recorded the end
-        # of a job (whose results went to the API): a new worker, once Redis answers again
-        worker.log.warning("Worker %s: quit on an error; a new worker starts once Redis "
-                           "answers", worker.name)
-        _discard(worker)
-        if not _redis_back(connection):
+        # of a job (whose results went to the API) or while it started (before its signal
+        # handlers): a new worker, once Redis answers again
+        if not _redis_back(worker, connection):
             break
     if workers.job.fatal:  # a job stopped the worker: the API refused its key mid-run
         raise StartupError(workers.job.fatal[0])
@@ -182,15 +182,28 @@ def _discard(worker: Any) -> None:
             worker.pubsub.close()
 
 
-def _redis_back(connection: Redis, poll: float = 2.0) -> bool:
-    """Wait until Redis answers (True) or the worker is asked to stop (False). Waits at least
-    ``poll`` seconds: an error that is not Redis's does not make a busy loop."""
+def _redis_back(worker: Any, connection: Redis, poll: float = 2.0) -> bool:
+    """After ``worker`` quit on an error: wait until Redis answers (True) or the worker is asked
+    to stop (False). Waits at least ``poll`` seconds: an error that is not Redis's does not
+    make a busy loop. The stop signals (those not ignored) stop the wait, and the next worker's
+    start, whatever handlers RQ left: none if it quit while it started, and a SIGTERM then
+    killed the worker (a CI run)."""
     from redis.exceptions import RedisError
     from rq.exceptions import StopRequested
 
     import workers.job
 
+    def stop(signum: int, frame: object) -> None:
+        workers.job.stopping.set()
+        raise StopRequested
+
+    for signum in HANDLED:  # until the next worker's own (its start-up included)
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, stop)
     try:
+        worker.log.warning("Worker %s: quit on an error; a new worker starts once Redis "
+                           "answers", worker.name)
+        _discard(worker)
         while not workers.job.stopping.is_set():
             time.sleep(poll)
             try:
@@ -198,8 +211,8 @@ def _redis_back(connection: Redis, poll: float = 2.0) -> bool:
                 return True
             except RedisError:
                 continue
-    except StopRequested:  # RQ's SIGTERM handler, still installed, on an idle worker
-        pass
+    except StopRequested:  # ours, or RQ's (an idle worker's) before ours was installed
+        workers.job.stopping.set()
     return False
 
 
