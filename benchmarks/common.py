@@ -19,13 +19,13 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import math  # noqa: E402
-import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
 
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
+from service import bench  # noqa: E402
 from service.engine import Strategy  # noqa: E402
 from service.problems import Problem  # noqa: E402
 
@@ -51,39 +51,14 @@ class RunResult:
 
 def simulate(problem: Problem, strategy: Strategy, steps: int, mark: int,
              rng: np.random.Generator) -> RunResult:
-    """Sync protocol: ask the rest of the batch, evaluate it, tell every value, repeat.
-
-    ``ask(n)`` returns at most the rest of the current batch (nothing is left pending across
-    batches since every value is told at once), so capping n at the next milestone selects
-    exactly what ``ask_batch`` would while letting the clock stop at step ``mark`` precisely.
-    Only the engine calls are timed (wall clock and process CPU time), never the objective.
-    """
-    arms: list[int] = []
-    engine, mark_seconds = 0.0, math.nan
-    cpu, mark_cpu = 0.0, math.nan
-    while len(arms) < steps:
-        target = mark if len(arms) < mark else steps
-        started, cpu_started = time.perf_counter(), time.process_time()
-        selections = strategy.ask(target - len(arms))
-        engine += time.perf_counter() - started
-        cpu += time.process_time() - cpu_started
-        if not selections:
-            raise RuntimeError(f"engine proposed nothing at step {len(arms)} "
-                               f"(waiting={strategy.waiting!r})")
-        values = [problem.observe(s.arm, rng) for s in selections]
-        started, cpu_started = time.perf_counter(), time.process_time()
-        for selection, value in zip(selections, values, strict=True):
-            strategy.tell(selection.t, value)
-        engine += time.perf_counter() - started
-        cpu += time.process_time() - cpu_started
-        arms.extend(s.arm for s in selections)
-        if len(arms) == mark:
-            mark_seconds, mark_cpu = engine, cpu
+    """:func:`service.bench.simulate` (the sync protocol, only the engine calls timed, the
+    clock read at step ``mark`` too) and the run's batches."""
+    run = bench.simulate(problem, strategy, steps, rng, mark)
     batches = [b for b in strategy.batches if b.start < steps]
-    return RunResult(np.asarray(arms), engine, mark_seconds, [b.start for b in batches],
+    return RunResult(run.arms, run.seconds, run.mark_seconds, [b.start for b in batches],
                      [min(b.size, steps - b.start) for b in batches],
-                     [b.dictionary_size for b in batches], engine_cpu_seconds=cpu,
-                     mark_cpu_seconds=mark_cpu)
+                     [b.dictionary_size for b in batches], engine_cpu_seconds=run.cpu_seconds,
+                     mark_cpu_seconds=run.mark_cpu_seconds)
 
 
 def mean_interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:

@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STRATEGIES = ("bbkb", "bkb", "gp-ucb", "gp-bucb", "thompson", "uniform", "gssbo", "go-ucb")
 
@@ -33,6 +38,52 @@ def problem_of(name: str, candidates: int) -> Any:
     return Problem(base.name, base.candidates, values, 0.01)
 
 
+@dataclass
+class Simulation:
+    """One run of the synchronous protocol (:func:`simulate`): the arms pulled, in order, and
+    the engine's wall-clock and CPU seconds (ask and tell only, never the objective), at the
+    end and at step ``mark``."""
+
+    arms: np.ndarray
+    seconds: float
+    cpu_seconds: float
+    mark_seconds: float = math.nan
+    mark_cpu_seconds: float = math.nan
+
+
+def simulate(problem: Any, engine: Any, steps: int, rng: np.random.Generator,
+             mark: int | None = None) -> Simulation:
+    """Sync protocol: ask the rest of the batch, evaluate it, tell every value, repeat.
+
+    ``ask(n)`` returns at most the rest of the current batch (nothing is left pending across
+    batches since every value is told at once), so capping n at ``mark`` selects exactly what
+    ``ask_batch`` would while letting the clock stop at step ``mark`` precisely."""
+    import numpy as np
+
+    arms: list[int] = []
+    out = Simulation(np.empty(0, dtype=np.int64), 0.0, 0.0)
+    while len(arms) < steps:
+        target = mark if mark is not None and len(arms) < mark else steps
+        started, cpu_started = time.perf_counter(), time.process_time()
+        selections = engine.ask(target - len(arms))
+        out.seconds += time.perf_counter() - started
+        out.cpu_seconds += time.process_time() - cpu_started
+        if not selections:
+            raise RuntimeError(f"engine proposed nothing at step {len(arms)} "
+                               f"(waiting={engine.waiting!r})")
+        values = [problem.observe(s.arm, rng) for s in selections]
+        started, cpu_started = time.perf_counter(), time.process_time()
+        for selection, value in zip(selections, values, strict=True):
+            engine.tell(selection.t, value)
+        out.seconds += time.perf_counter() - started
+        out.cpu_seconds += time.process_time() - cpu_started
+        arms.extend(s.arm for s in selections)
+        if len(arms) == mark:
+            out.mark_seconds, out.mark_cpu_seconds = out.seconds, out.cpu_seconds
+    out.arms = np.asarray(arms)
+    return out
+
+
 def run(problem: Any, strategy: str, steps: int, seed: int) -> dict[str, Any]:
     """One run of ``strategy`` with the engine's defaults in sync mode (a batch's values are
     all told before the next batch opens): timings and regret ratio."""
@@ -41,25 +92,13 @@ def run(problem: Any, strategy: str, steps: int, seed: int) -> dict[str, Any]:
     from .engine import Strategy
 
     engine = Strategy(problem.candidates, strategy=strategy, seed=seed, mode="sync")
-    rng = np.random.default_rng([seed, 12345])
-    arms: list[int] = []
-    seconds = 0.0
-    while len(arms) < steps:
-        started = time.perf_counter()
-        selections = engine.ask(steps - len(arms))
-        seconds += time.perf_counter() - started
-        values = [problem.observe(s.arm, rng) for s in selections]
-        started = time.perf_counter()
-        for selection, value in zip(selections, values, strict=True):
-            engine.tell(selection.t, value)
-        seconds += time.perf_counter() - started
-        arms.extend(s.arm for s in selections)
-    ratio = float(problem.regret_ratio(np.asarray(arms))[-1])
+    result = simulate(problem, engine, steps, np.random.default_rng([seed, 12345]))
+    seconds = result.seconds
     return {"strategy": strategy, "seed": seed, "steps": steps, "seconds": seconds,
             "steps_per_second": steps / seconds if seconds > 0 else float("inf"),
             "batches": len(engine.batches),
             "dictionary": engine.batches[-1].dictionary_size if engine.batches else 0,
-            "regret_ratio": ratio}
+            "regret_ratio": float(problem.regret_ratio(result.arms)[-1])}
 
 
 def main(args: argparse.Namespace) -> int:
