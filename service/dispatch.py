@@ -23,7 +23,6 @@ from datetime import datetime, timedelta
 from itertools import compress
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from . import trials
@@ -33,7 +32,7 @@ from .objectives import check_objective
 from .runtime import Runtimes
 from .store import queries
 from .store.database import lock_study, transaction
-from .store.models import Batch, Study, Trial, utcnow
+from .store.models import Study, Trial, utcnow
 
 log = logging.getLogger("bbkb.dispatch")
 QUEUE = "bbkb"
@@ -91,14 +90,9 @@ def _in_flight(session: Session, study_id: int) -> int:
 def _waiting_for_its_batch(session: Session, study_id: int) -> bool:
     """Whether a sync study can hand out nothing: its batch is out (closed by the stopping
     rule), trials of it still run, and none was given back to the pool."""
-    latest = session.execute(select(Batch.closed_at).where(Batch.study_id == study_id)
-                             .order_by(Batch.index.desc()).limit(1)).first()
-    if latest is None or latest.closed_at is None:
+    if not queries.latest_batch_closed(session, study_id):
         return False
-    unfinished = dict(session.execute(
-        select(Trial.status, func.count()).where(
-            Trial.study_id == study_id, Trial.status.in_(("running", "pending")))
-        .group_by(Trial.status)).all())
+    unfinished = queries.unfinished_counts(session, study_id)
     return bool(unfinished.get("running")) and not unfinished.get("pending")
 
 
@@ -109,8 +103,7 @@ def _exhausted(session: Session, runtimes: Runtimes, study: Study) -> bool:
     cached = runtimes.exhausted(study.id, study.version)
     if cached is not None:
         return cached
-    return int(session.scalar(select(func.count(func.distinct(Trial.candidate))).where(
-        Trial.study_id == study.id)) or 0) >= study.n_candidates
+    return queries.distinct_candidates(session, study.id) >= study.n_candidates
 
 
 def finished(session: Session, runtimes: Runtimes, study: Study) -> int:
@@ -119,9 +112,7 @@ def finished(session: Session, runtimes: Runtimes, study: Study) -> int:
     done = runtimes.resolved(study.id, study.version)
     if done is not None:
         return done
-    return int(session.scalar(select(func.count()).where(
-        Trial.study_id == study.id, Trial.kind == "suggested",
-        Trial.status.in_(("completed", "failed", "abandoned")))) or 0)
+    return queries.finished_suggested(session, study.id)
 
 
 class Dispatcher:
@@ -170,7 +161,7 @@ class Dispatcher:
         no longer allows (started before the list changed) is paused instead: the workers
         would fail every trial for good (resuming it is refused until the module is listed)."""
         with transaction(self.read_sessions) as session:
-            rows = session.scalars(select(Study).where(Study.dispatch.is_not(None))).all()
+            rows = queries.dispatching_studies(session)
             running = {s.id: s.dispatch["objective"] for s in rows if s.dispatching}
         for study_id, objective in list(running.items()):
             try:
@@ -261,10 +252,8 @@ class Dispatcher:
         taken is left to its lease: its worker may still be evaluating it. Redis is asked after
         the database read, outside its transaction."""
         with transaction(self.read_sessions) as session:
-            queued = [(t.id, t.worker_id) for t in session.scalars(select(Trial).where(
-                Trial.study_id == study_id, Trial.status == "running",
-                Trial.worker_id.like(f"{PREFIX}%"), Trial.lease_expires_at.is_(None),
-                Trial.started_at < utcnow() - timedelta(seconds=REPAIR_GRACE_SECONDS)))]
+            queued = queries.unleased_queued(
+                session, study_id, PREFIX, utcnow() - timedelta(seconds=REPAIR_GRACE_SECONDS))
         if not queued:
             return 0
         lost = dict(compress(queued, self._lost([w[len(PREFIX):] for _, w in queued])))

@@ -307,6 +307,37 @@ def queued_trials(session: Session, study_id: int) -> list[Trial]:
         Trial.lease_expires_at.is_(None))))
 
 
+def unleased_queued(session: Session, study_id: int, prefix: str,
+                    before: datetime) -> list[tuple[int, str]]:
+    """(id, worker id) of the study's queued trials (running, no lease yet) dispatched to a
+    worker id starting with ``prefix`` before ``before``."""
+    return [(int(i), str(w)) for i, w in session.execute(select(Trial.id, Trial.worker_id).where(
+        Trial.study_id == study_id, Trial.status == "running",
+        Trial.worker_id.like(f"{prefix}%"), Trial.lease_expires_at.is_(None),
+        Trial.started_at < before))]
+
+
+def unfinished_counts(session: Session, study_id: int) -> dict[str, int]:
+    """The study's running and pending trials, per status (short index ranges)."""
+    return {str(s): int(n) for s, n in session.execute(
+        select(Trial.status, func.count()).where(
+            Trial.study_id == study_id, Trial.status.in_(("running", "pending")))
+        .group_by(Trial.status))}
+
+
+def finished_suggested(session: Session, study_id: int) -> int:
+    """Suggested trials with an outcome (completed, failed or abandoned): O(trials)."""
+    return int(session.scalar(select(func.count()).where(
+        Trial.study_id == study_id, Trial.kind == "suggested",
+        Trial.status.in_(("completed", "failed", "abandoned")))) or 0)
+
+
+def distinct_candidates(session: Session, study_id: int) -> int:
+    """Candidates the study's trials hold (proposed or imported): O(trials)."""
+    return int(session.scalar(select(func.count(func.distinct(Trial.candidate))).where(
+        Trial.study_id == study_id)) or 0)
+
+
 def trial_by_id(session: Session, study_id: int, trial_id: int) -> Trial | None:
     trial = session.get(Trial, trial_id)
     return trial if trial is not None and trial.study_id == study_id else None
@@ -405,6 +436,24 @@ def batch(session: Session, study_id: int, index: int) -> Batch | None:
 def latest_batch(session: Session, study_id: int) -> Batch | None:
     return session.scalars(select(Batch).where(Batch.study_id == study_id)
                            .order_by(Batch.index.desc()).limit(1)).first()
+
+
+def latest_batch_closed(session: Session, study_id: int) -> bool:
+    """Whether the study's latest batch is closed (False without batches), its row unread."""
+    row = session.execute(select(Batch.closed_at).where(Batch.study_id == study_id)
+                          .order_by(Batch.index.desc()).limit(1)).first()
+    return row is not None and row.closed_at is not None
+
+
+def dispatching_studies(session: Session) -> list[Study]:
+    """Studies with a dispatch plan (running or not: :attr:`Study.dispatching` says)."""
+    return list(session.scalars(select(Study).where(Study.dispatch.is_not(None))))
+
+
+def owned_study_ids(session: Session, owner_id: int, study_ids: set[int]) -> set[int]:
+    """Those of ``study_ids`` that ``owner_id`` owns."""
+    return set(session.scalars(select(Study.id).where(Study.id.in_(study_ids),
+                                                      Study.owner_id == owner_id)))
 
 
 def studies_of(session: Session, owner_id: int, *, after: int = 0, limit: int | None = None,

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from sqlalchemy import func, select
 
 from ... import dispatch, studies, trials
 from ...errors import Conflict, Invalid
 from ...objectives import FORMS, check_fits, check_objective
 from ...store import queries
-from ...store.models import Trial, utcnow
+from ...store.models import utcnow
 from ..deps import (
     MetricsDep,
     OwnerDep,
@@ -31,11 +30,10 @@ def _status(session, study, runtimes) -> DispatchStatus:  # type: ignore[no-unty
     ranges over the unfinished trials, and the finished count comes from the study's engine
     when this process has it current (else one O(trials) count)."""
     plan = study.dispatch or {}
-    in_flight = session.scalar(select(func.count()).where(
-        Trial.study_id == study.id, Trial.status.in_(("running", "pending"))))
+    in_flight = sum(queries.unfinished_counts(session, study.id).values())
     return DispatchStatus(status=plan.get("status"), n_evaluations=plan.get("n_evaluations"),
                           parallelism=plan.get("parallelism"), objective=plan.get("objective"),
-                          in_flight=int(in_flight or 0),
+                          in_flight=in_flight,
                           finished=dispatch.finished(session, runtimes, study)
                           - int(plan.get("finished_before", 0)))
 

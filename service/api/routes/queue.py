@@ -8,11 +8,10 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from redis import RedisError
-from sqlalchemy import select
 
 from ...dispatch import PROBE_DEADLINE_SECONDS, job_study
+from ...store import queries
 from ...store.database import transaction
-from ...store.models import Study
 from ..deps import OwnerDep
 from ..schemas import QueueState
 
@@ -47,8 +46,7 @@ def own_jobs(app: FastAPI, owner: int, workers: list[dict[str, Any]]) -> list[di
     mine: set[int] = set()
     if any(studies.values()):
         with transaction(app.state.read_sessions) as session:
-            mine = set(session.scalars(select(Study.id).where(
-                Study.id.in_(set(studies.values()) - {None}), Study.owner_id == owner)))
+            mine = queries.owned_study_ids(session, owner, set(studies.values()) - {None})
     return [{**w, "current_job": w["current_job"] if studies.get(w["current_job"]) in mine
              else None} for w in workers]
 
