@@ -218,6 +218,15 @@ over the candidates, these values are not skewed (powell50-shifted's deciles 0.5
 median 0.75), and a monotone change of the values does not bring the likelihood's lengthscale
 to the regret's.
 
+Session 32, ARD tries after a rejected one only where twice its gain, grown in proportion to
+the arms, would pass, or once the arms doubled (``autokernel.next_ard_try``; ``--T 2000 --seeds
+30 --only auto``, the issue's six problems): the regret ratios as before on five (Abalone
+0.1147, Cadata 0.0057, Branin 0.0250, Hartmann-6 0.0451, Levy 0.0362), branin10 0.0722 ->
+0.0729 (median 0.0606 both), fits' CPU s per run 0.11 -> 0.09, 0.15 -> 0.10, 0.11 -> 0.08,
+0.12 -> 0.07, 0.14 -> 0.09 and 0.52 -> 0.55. Without the factor 2 branin10 went to 0.0766,
+with a plain doubling to 0.0891: its ARD gain grows faster than the arms at first (seed 1:
+0.23, 0.49, 0.91, 1.30 times the price at 23, 34, 47, 66 arms).
+
 A small budget (session 26, T = 200, 30 seeds, ``--T 200 --seeds 30 --problems abalone cadata
 hartmann6 branin levy branin10 --lengthscales 0.5 1 2 4 8 16 --no-ard``; README's figure
 ``hyperparameters_sweep_T200.png``): auto / best fixed - 1 = Abalone +13.7% (+9..+18%; ls=4

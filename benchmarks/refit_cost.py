@@ -28,7 +28,13 @@ step; the README has the current row)::
     2 x 10^5  33 / 163      18 / 90       19.2 / 110    15.4 / 109    0.12, 5.35, 5.81
     10^6      68 / 1034                   43.5 / 953    37.1 / 930    0.33, 89.3, 90.0 (96 batches)
 
-(10^6 in session 23's column: session 24.)
+(10^6 in session 23's column: session 24.) Session 32: of a refit's 12-13 ms at A = 2000 the
+isotropic fit took 3-5 evaluations (1.5-2 ms) and the ARD try, rejected each time, 27-32
+(about 10 ms), on the same 29 arms from the second refit on. An isotropic kernel now retries ARD
+only where twice the last try's gain, grown in proportion to the arms, would pass, or once the
+arms doubled (autokernel.next_ard_try): 13.0 -> 5.1 ms per refit at A = 2000 (refits 0.10 ->
+0.04 s a run against 0.06 s of resparsifications) and 16.2 -> 9.1 ms at 2 x 10^4 (0.57 of a
+resparsification step), the same run otherwise (29 and 65 batches, 8 refits).
 
 Session 22: a refit starts from the last fit alone (the prior's centre as a second start
 always ended at the same optimum). Session 23: the gain over the incumbent's lengthscale is

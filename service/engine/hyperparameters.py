@@ -97,6 +97,8 @@ class FitResult:
     #: bound on it that is already within BIC's price (:func:`_with_gain`); None when the
     #: evidence alone makes the fit significant.
     gain: float | None = None
+    #: the ARD fit's evidence minus the isotropic fit's, where ``ard`` tried one (else None)
+    ard_gain: float | None = None
 
     @property
     def significant(self) -> bool:
@@ -163,9 +165,10 @@ def fit(X: np.ndarray, y: np.ndarray, *, prior: Prior, rng: np.random.Generator,
         full = _map_fit(likelihood, n, scale, d, prior, rng, start, trust, restarts, max_iter,
                         chosen.hyperparameters)
         evaluations = chosen.evaluations + full.evaluations
-        if full.evidence - chosen.evidence > ard_margin * bic_penalty(d - 1, n):
+        ard_gain = full.evidence - chosen.evidence
+        if ard_gain > ard_margin * bic_penalty(d - 1, n):
             chosen = full
-        chosen = replace(chosen, evaluations=evaluations)
+        chosen = replace(chosen, evaluations=evaluations, ard_gain=ard_gain)
     return _with_gain(chosen, likelihood, scale, prior, start, trust, max_iter)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,8 @@ from .autokernel import (
     REFIT_TRUST,
     KernelState,
     after_fit,
+    ard_due,
+    next_ard_try,
     refit_due,
 )
 from .config import LITERATURE_STRATEGIES, EngineConfig
@@ -721,16 +723,22 @@ class Strategy:
         prior = Prior(self._prior_lengthscale())
         # the fit and the interval of smoothest_factor on the same rows (exact: O(n^3))
         points, values = subsample(self._normalized[arms], values, rng, 500 if exact else 2000)
+        ard = bool(cfg.ard) and ard_due(current, len(arms))
+        margin = ARD_MARGIN if cfg.ard == "auto" else 1.0
         result = fit(points, values, prior=prior, rng=rng, kernel=cfg.kernel.name,
-                     ard=bool(cfg.ard), ard_margin=ARD_MARGIN if cfg.ard == "auto" else 1.0,
+                     ard=ard, ard_margin=margin,
                      inducing=inducing, start=last, trust=None if last is None else REFIT_TRUST,
                      restarts=2 if last is None else 0)
         floor = self._neighbour_lengthscale() if len(result.hyperparameters.lengthscale) == 1 \
             else 0.0
-        return after_fit(current, result, n_observed=n, scale=scale, floor=floor, lam=cfg.lam,
-                         smoothest=lambda fitted: smoothest_factor(
-                             points, values, fitted, prior=prior, kernel=cfg.kernel.name,
-                             inducing=inducing))
+        state = after_fit(current, result, n_observed=n, scale=scale, floor=floor, lam=cfg.lam,
+                          smoothest=lambda fitted: smoothest_factor(
+                              points, values, fitted, prior=prior, kernel=cfg.kernel.name,
+                              inducing=inducing))
+        if result.ard_gain is None:  # not tried (or d = 1)
+            return replace(state, ard_retry_at=current.ard_retry_at)
+        return replace(state, ard_retry_at=next_ard_try(result.ard_gain, len(arms),
+                                                        points.shape[1], margin))
 
     def _neighbour_lengthscale(self) -> float:
         """The floor of an isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed

@@ -9,6 +9,9 @@ import pytest
 
 from service.engine import ConfigError, EngineConfig, Strategy
 from service.engine.autokernel import (
+    ARD_MARGIN,
+    ARD_RETRY_GROWTH,
+    ARD_RETRY_OPTIMISM,
     FLOOR_START_RATIO,
     LAM_FLOOR,
     NEIGHBOUR_CORRELATION,
@@ -19,9 +22,17 @@ from service.engine.autokernel import (
     SMOOTHING,
     KernelState,
     after_fit,
+    ard_due,
     fitted_lam,
+    next_ard_try,
 )
-from service.engine.hyperparameters import SMOOTHEST_FACTORS, FitResult, Hyperparameters, fit
+from service.engine.hyperparameters import (
+    SMOOTHEST_FACTORS,
+    FitResult,
+    Hyperparameters,
+    bic_penalty,
+    fit,
+)
 from service.engine.kernels import RBF
 from service.engine.normalize import choose_scaling
 from service.engine.records import OBSERVED
@@ -409,12 +420,13 @@ def test_a_lengthscale_list_must_match_the_columns():
 
 
 def test_kernel_states_round_trip_and_older_ones_have_no_source():
-    state = KernelState((1.5, 2.0), 0.3, 0.02, 0.001, 40, "fit", 2.5)
+    state = KernelState((1.5, 2.0), 0.3, 0.02, 0.001, 40, "fit", 2.5, ard_retry_at=35)
     assert KernelState.from_dict(state.to_dict()) == state
     assert state.fitted_lengthscale == pytest.approx((0.6, 0.8))
     older = {k: v for k, v in state.to_dict().items()  # stored before source and smoothing
-             if k not in ("source", "smoothing")}
-    assert KernelState.from_dict(older) == replace(state, source=None, smoothing=SMOOTHING)
+             if k not in ("source", "smoothing", "ard_retry_at")}
+    assert KernelState.from_dict(older) == replace(state, source=None, smoothing=SMOOTHING,
+                                                   ard_retry_at=0)
     linear = KernelState((), 0.3, source="fixed")  # a linear kernel has no lengthscale
     assert KernelState.from_dict(linear.to_dict()) == linear
     unfitted = KernelState((1.5,), 0.3, source="start")  # no kept fit: no smoothing
@@ -424,7 +436,8 @@ def test_kernel_states_round_trip_and_older_ones_have_no_source():
     for bad in ({"source": "guess"}, {"smoothing": 0.0}, {"smoothing": "x"},
                 {"smoothing": float("nan")}, {"lengthscale": [1.5, -2.0]},
                 {"lengthscale": [float("inf")]}, {"lam": 0.0}, {"lam": None},
-                {"variance": -1.0}, {"noise": float("nan")}):
+                {"variance": -1.0}, {"noise": float("nan")}, {"ard_retry_at": -1},
+                {"ard_retry_at": 2.5}, {"ard_retry_at": True}):
         with pytest.raises(ConfigError) as info:
             KernelState.from_dict(state.to_dict() | bad)
         assert info.value.field == "hyperparameters"
@@ -677,6 +690,45 @@ def test_refits_grow_rarer_as_the_data_grows():
     assert timed == moved and sum(timed) == len(fits)
     assert all(0 < b.refit_seconds < b.open_seconds for b in strategy.batches
                if np.isfinite(b.refit_seconds))
+
+
+def test_an_isotropic_kernel_retries_ard_once_its_gain_could_pass(monkeypatch):
+    """With one lengthscale per dimension allowed, a refit of an isotropic kernel tries them
+    again only at the arms where the last try's gain, grown in proportion to the arms, would
+    beat the threshold, and at the latest once the arms doubled (ARD_RETRY_GROWTH): UCB pulls
+    the same arms refit after refit, and the rejected ARD fit was most of a refit's cost. The
+    arm count of the next try is part of the stored state."""
+    import service.engine.strategy as strategy_module
+
+    tries: list[tuple[bool, int, float | None]] = []  # (ARD tried, distinct arms, its gain)
+
+    def recording_fit(*args, **kwargs):
+        result = fit(*args, **kwargs)
+        tries.append((kwargs["ard"], len(args[1]), result.ard_gain))
+        return result
+
+    monkeypatch.setattr(strategy_module, "fit", recording_fit)
+    X, f = smooth_problem(n=400, d=3, seed=1)  # every input moves the values: isotropic
+    strategy = Strategy(X, auto_config(ard=True, explore=1.0))  # new arms at every refit
+    run(strategy, f, 1200, np.random.default_rng(0))
+    assert len(strategy.hyperparameters.lengthscale) == 1
+    assert tries[0][0] and any(not ard for ard, _, _ in tries)
+    retry_at = 0
+    for ard, arms, gain in tries:
+        assert ard == (arms >= retry_at) and (gain is not None) == ard
+        if ard:
+            retry_at = next_ard_try(gain, arms, 3, 1.0)  # ard: true, BIC's price alone
+            assert arms < retry_at <= ARD_RETRY_GROWTH * arms
+    assert strategy.hyperparameters.ard_retry_at == retry_at
+
+    price = ARD_MARGIN * bic_penalty(7, 100) / ARD_RETRY_OPTIMISM  # d = 8 on 100 arms
+    assert next_ard_try(-5.0, 100, 8, ARD_MARGIN) == next_ard_try(0.0, 100, 8, ARD_MARGIN) == 200
+    assert next_ard_try(0.99 * price, 100, 8, ARD_MARGIN) == 102  # two arms short of passing
+    assert next_ard_try(0.5 * price, 100, 8, ARD_MARGIN) == 200  # would pass past 2x: 2x
+    assert next_ard_try(0.6 * price, 100, 8, ARD_MARGIN) < 200
+    assert ard_due(KernelState((1.0, 2.0), 0.1, ard_retry_at=1000), 10)  # ARD: always
+    assert not ard_due(KernelState((1.0,), 0.1, ard_retry_at=150), 149)
+    assert ard_due(KernelState((1.0,), 0.1, ard_retry_at=150), 150)
 
 
 def _result(lengthscale: float, significant: bool) -> FitResult:
