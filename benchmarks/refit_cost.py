@@ -21,12 +21,15 @@ and 1) captured and replayed with scipy's default L-BFGS-B tolerances and with t
 Figures (``scaling``, d = 8, T = 2000, seed 0; ms per refit against ms per resparsification
 step; the README has the current row)::
 
-    A         session 21    session 22    session 23    session 25    over the run, session 25 (s):
-                                                                      refits, resparsifications, run
-    2000      32 / 3        18 / 1.3      11.3 / 1.5    8.8 / 1.5     0.07, 0.04, 0.29
-    2 x 10^4  22 / 12       15 / 9.0      14.3 / 10.6   11.9 / 11.1   0.09, 0.72, 1.12
-    2 x 10^5  33 / 163      18 / 90       19.2 / 110    15.4 / 109    0.12, 5.35, 5.81
-    10^6      68 / 1034                   43.5 / 953    37.1 / 930    0.33, 89.3, 90.0 (96 batches)
+    A         s. 21      s. 22      s. 23        s. 25        s. 32       over the run, s. 32 (s):
+                                                                          refits, resparsif., run
+    2000      32 / 3     18 / 1.3   11.3 / 1.5   8.8 / 1.5    4.1 / 1.8   0.03, 0.05, 0.32
+    2 x 10^4  22 / 12    15 / 9.0   14.3 / 10.6  11.9 / 11.1  8.2 / 14.6  0.07, 0.95, 1.42
+    2 x 10^5  33 / 163   18 / 90    19.2 / 110   15.4 / 109   10.0 / 147  0.08, 7.22, 7.70
+    10^6      68 / 1034             43.5 / 953   37.1 / 930   16.4 / 1282 0.15, 123, 124 (96 b.)
+
+(session 32: a slower machine than session 25's, whose code measured 13.0 / 2.0 and 16.2 / 16.2
+at 2000 and 2 x 10^4 on it.)
 
 (10^6 in session 23's column: session 24.) Session 32: of a refit's 12-13 ms at A = 2000 the
 isotropic fit took 3-5 evaluations (1.5-2 ms) and the ARD try, rejected each time, 27-32
