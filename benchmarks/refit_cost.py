@@ -35,9 +35,10 @@ at 2000 and 2 x 10^4 on it.)
 isotropic fit took 3-5 evaluations (1.5-2 ms) and the ARD try, rejected each time, 27-32
 (about 10 ms), on the same 29 arms from the second refit on. An isotropic kernel now retries ARD
 only where twice the last try's gain, grown in proportion to the arms, would pass, or once the
-arms doubled (autokernel.next_ard_try): 13.0 -> 5.1 ms per refit at A = 2000 (refits 0.10 ->
-0.04 s a run against 0.06 s of resparsifications) and 16.2 -> 9.1 ms at 2 x 10^4 (0.57 of a
-resparsification step), the same run otherwise (29 and 65 batches, 8 refits).
+arms doubled (autokernel.next_ard_try): in one pair of runs 13.0 -> 5.1 ms per refit at
+A = 2000 (refits 0.10 -> 0.04 s a run against 0.06 s of resparsifications) and 16.2 -> 9.1 ms
+at 2 x 10^4 (0.57 of a resparsification step), the same run otherwise (29 and 65 batches, 8
+refits); the table's column is a later run of all four sizes.
 
 Session 22: a refit starts from the last fit alone (the prior's centre as a second start
 always ended at the same optimum). Session 23: the gain over the incumbent's lengthscale is

@@ -103,27 +103,29 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     _check_modules()
     connection = _redis(redis_url)
     _check_api()
-    while True:
-        worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
-        try:
-            worker.work(burst=burst, logging_level="WARNING")  # (idle, RQ rides out outages)
-        except StopRequested:  # _redis_back's handler, before this worker installed its own
-            break
-        except RedisError as exc:
-            if workers.job.stopping.is_set():
-                break  # Redis gone while stopping: RQ could not deregister the worker (its
-                # entry expires). The results went to the API, so nothing is lost (bbkb demo
-                # stops Redis on Ctrl-C too)
-            if burst:  # exit 1: not the empty queue's 0
-                raise StartupError(f"lost Redis before the queue was drained ({exc}); "
-                                   "jobs may be left in it") from exc
-        if burst or workers.job.stopping.is_set() or workers.job.fatal:
-            break
-        # RQ quit on an error it does not ride out, e.g. Redis lost while it recorded the end
-        # of a job (whose results went to the API) or while it started (before its signal
-        # handlers): a new worker, once Redis answers again
-        if not _redis_back(worker, connection):
-            break
+    try:
+        while True:
+            worker = None
+            try:  # (a new Worker asks Redis its name and address)
+                worker = Worker([Queue(QUEUE, connection=connection)], connection=connection)
+                worker.work(burst=burst, logging_level="WARNING")  # (RQ rides out outages)
+            except RedisError as exc:
+                if workers.job.stopping.is_set():
+                    break  # Redis gone while stopping: RQ could not deregister the worker
+                    # (its entry expires). The results went to the API, so nothing is lost
+                    # (bbkb demo stops Redis on Ctrl-C too)
+                if burst:  # exit 1: not the empty queue's 0
+                    raise StartupError(f"lost Redis before the queue was drained ({exc}); "
+                                       "jobs may be left in it") from exc
+            if burst or workers.job.stopping.is_set() or workers.job.fatal:
+                break
+            # RQ quit on an error it does not ride out, e.g. Redis lost while it recorded the
+            # end of a job (whose results went to the API) or while it started (before its
+            # signal handlers): a new worker, once Redis answers again
+            if not _redis_back(worker, connection):
+                break
+    except StopRequested:  # _redis_back's handler, before the next worker installed RQ's
+        pass
     if workers.job.fatal:  # a job stopped the worker: the API refused its key mid-run
         raise StartupError(workers.job.fatal[0])
 
@@ -183,27 +185,33 @@ def _discard(worker: Any) -> None:
 
 
 def _redis_back(worker: Any, connection: Redis, poll: float = 2.0) -> bool:
-    """After ``worker`` quit on an error: wait until Redis answers (True) or the worker is asked
-    to stop (False). Waits at least ``poll`` seconds: an error that is not Redis's does not
-    make a busy loop. The stop signals (those not ignored) stop the wait, and the next worker's
-    start, whatever handlers RQ left: none if it quit while it started, and a SIGTERM then
-    killed the worker (a CI run)."""
+    """After ``worker`` quit on an error (None: it could not be created): wait until Redis
+    answers (True) or the worker is asked to stop (False). Waits at least ``poll`` seconds: an
+    error that is not Redis's does not make a busy loop. The stop signals (those not ignored)
+    stop the wait, and the next worker's start, whatever handlers RQ left: none if it quit
+    while it started, and a SIGTERM then killed the worker (a CI run). Once stopping, further
+    signals are ignored: nothing is left to stop cold."""
     from redis.exceptions import RedisError
     from rq.exceptions import StopRequested
 
     import workers.job
 
+    handled = [signum for signum in HANDLED if signal.getsignal(signum) is not signal.SIG_IGN]
+
     def stop(signum: int, frame: object) -> None:
+        _ignore(handled)
         workers.job.stopping.set()
         raise StopRequested
 
-    for signum in HANDLED:  # until the next worker's own (its start-up included)
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            signal.signal(signum, stop)
     try:
-        worker.log.warning("Worker %s: quit on an error; a new worker starts once Redis "
-                           "answers", worker.name)
-        _discard(worker)
+        for signum in handled:  # until the next worker's own (its start-up included)
+            signal.signal(signum, stop)
+        if worker is not None:
+            worker.log.warning("Worker %s: quit on an error; a new worker starts once Redis "
+                               "answers", worker.name)
+            _discard(worker)
+        else:
+            log.warning("RQ's worker could not start; a new one starts once Redis answers")
         while not workers.job.stopping.is_set():
             time.sleep(poll)
             try:

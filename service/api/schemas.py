@@ -289,8 +289,9 @@ class BatchPublic(BaseModel):
         "(where source is fit, the kernel's over the kept fit's; null without a kept fit; "
         "absent in batches stored before it was recorded, where it was "
         "1.25), and ard_retry_at, the distinct arms from which a refit of a single "
-        "lengthscale tries one per dimension again (0 before the first try; absent in "
-        "batches stored before it was recorded); null in batches stored before any of this "
+        "lengthscale tries one per dimension again (0 before the first try and where none is "
+        "tried: ard false, a fixed kernel, GSSBO; absent in batches stored before it was "
+        "recorded); null in batches stored before any of this "
         "was recorded.")
     open_seconds: float | None = Field(description="Opening the batch: dictionary sampling, "
                                        "kernel refit and posterior build.")

@@ -98,15 +98,16 @@ ARD_RETRY_GROWTH = 2.0
 ARD_RETRY_OPTIMISM = 2.0
 
 
-def next_ard_try(gain: float, arms: int, dim: int, margin: float) -> int:
+def next_ard_try(gain: float, arms: int, dim: int, margin: float, rows: int | None = None) -> int:
     """The distinct arms at which an isotropic kernel next tries ARD, after a try on ``arms``
     whose evidence beat the isotropic fit's by ``gain`` nats against a threshold of ``margin``
     times BIC's price of the d - 1 extra lengthscales (:data:`ARD_MARGIN`): the first arm count
     n at which ARD_RETRY_OPTIMISM * gain * n / arms reaches that price (a real difference
     between the dimensions adds evidence in proportion to the data), at most
-    ARD_RETRY_GROWTH * arms."""
+    ARD_RETRY_GROWTH * arms. ``rows``: the rows the fit saw, if it subsampled the arms (its
+    gain then does not grow with them: the latest try)."""
     last = max(int(ARD_RETRY_GROWTH * arms), arms + 1)
-    if gain <= 0:
+    if gain <= 0 or (rows is not None and rows < arms):
         return last
     n = np.arange(arms + 1, last + 1)
     reached = np.flatnonzero(ARD_RETRY_OPTIMISM * gain * n / arms
@@ -181,8 +182,9 @@ class KernelState:
     the kept fit's, on the floor after a kept fit SMOOTHING (the start floor / SMOOTHING, as before
     it was recorded); None without a kept fit; SMOOTHING in states with a fit stored before it was
     recorded; ``ard_retry_at``: the distinct arms from which a refit of an isotropic kernel
-    tries one lengthscale per dimension (:func:`next_ard_try`; 0 before the first try, and in
-    states stored before it was recorded).
+    tries one lengthscale per dimension (:func:`next_ard_try`; 0 before the first try, in
+    states stored before it was recorded, and where none is ever tried: ``ard: false``, a
+    fixed kernel, GSSBO's fits).
     """
 
     lengthscale: tuple[float, ...]

@@ -737,8 +737,8 @@ class Strategy:
                               inducing=inducing))
         if result.ard_gain is None:  # not tried (or d = 1)
             return replace(state, ard_retry_at=current.ard_retry_at)
-        return replace(state, ard_retry_at=next_ard_try(result.ard_gain, len(arms),
-                                                        points.shape[1], margin))
+        return replace(state, ard_retry_at=next_ard_try(
+            result.ard_gain, len(arms), points.shape[1], margin, rows=len(points)))
 
     def _neighbour_lengthscale(self) -> float:
         """The floor of an isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed

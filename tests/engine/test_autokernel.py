@@ -726,6 +726,8 @@ def test_an_isotropic_kernel_retries_ard_once_its_gain_could_pass(monkeypatch):
     assert next_ard_try(0.99 * price, 100, 8, ARD_MARGIN) == 102  # two arms short of passing
     assert next_ard_try(0.5 * price, 100, 8, ARD_MARGIN) == 200  # would pass past 2x: 2x
     assert next_ard_try(0.6 * price, 100, 8, ARD_MARGIN) < 200
+    assert next_ard_try(0.99 * price, 100, 8, ARD_MARGIN, rows=100) == 102
+    assert next_ard_try(0.99 * price, 100, 8, ARD_MARGIN, rows=80) == 200  # subsampled
     assert ard_due(KernelState((1.0, 2.0), 0.1, ard_retry_at=1000), 10)  # ARD: always
     assert not ard_due(KernelState((1.0,), 0.1, ard_retry_at=150), 149)
     assert ard_due(KernelState((1.0,), 0.1, ard_retry_at=150), 150)
