@@ -225,7 +225,9 @@ the arms, would pass, or once the arms doubled (``autokernel.next_ard_try``; ``-
 0.0729 (median 0.0606 both), fits' CPU s per run 0.11 -> 0.09, 0.15 -> 0.10, 0.11 -> 0.08,
 0.12 -> 0.07, 0.14 -> 0.09 and 0.52 -> 0.55. Without the factor 2 branin10 went to 0.0766,
 with a plain doubling to 0.0891: its ARD gain grows faster than the arms at first (seed 1:
-0.23, 0.49, 0.91, 1.30 times the price at 23, 34, 47, 66 arms).
+0.23, 0.49, 0.91, 1.30 times the price at 23, 34, 47, 66 arms). The other benchmark's rows,
+10 seeds (``--T 2000 --seeds 10 --only auto``), as before: levy20 0.0223, styblinski20 0.0736,
+f1 0.0094, levy20-shifted 0.0182, styblinski20-shifted 0.0443, rastrigin20-shifted 0.0107.
 
 A small budget (session 26, T = 200, 30 seeds, ``--T 200 --seeds 30 --problems abalone cadata
 hartmann6 branin levy branin10 --lengthscales 0.5 1 2 4 8 16 --no-ard``; README's figure
