@@ -219,8 +219,8 @@ def _redis_back(worker: Any, connection: Redis, poll: float = 2.0) -> bool:
                 return True
             except RedisError:
                 continue
-    except StopRequested:  # ours, or RQ's (an idle worker's) before ours was installed
-        workers.job.stopping.set()
+    except StopRequested:  # ours, or RQ's (an idle worker's) before ours was installed: both
+        pass  # set workers.job.stopping
     return False
 
 

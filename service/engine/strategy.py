@@ -735,10 +735,9 @@ class Strategy:
                           smoothest=lambda fitted: smoothest_factor(
                               points, values, fitted, prior=prior, kernel=cfg.kernel.name,
                               inducing=inducing))
-        if result.ard_gain is None:  # not tried (or d = 1)
-            return replace(state, ard_retry_at=current.ard_retry_at)
-        return replace(state, ard_retry_at=next_ard_try(
-            result.ard_gain, len(arms), points.shape[1], margin, rows=len(points)))
+        retry = current.ard_retry_at if result.ard_gain is None else next_ard_try(  # (d = 1)
+            result.ard_gain, len(arms), points.shape[1], margin, rows=len(points))
+        return replace(state, ard_retry_at=retry)
 
     def _neighbour_lengthscale(self) -> float:
         """The floor of an isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed
