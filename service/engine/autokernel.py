@@ -37,7 +37,7 @@ LAM_FLOOR = 0.1
 #: own values). The MAP from UCB's arms (a few dozen, clustered near the maxima) is shorter than
 #: the bandwidth with the least regret (Cadata 2-3 against 4, Levy 1-1.5 against 2-2.5, Branin
 #: 0.8-1.1 against 1-2): 1.25 cut the mean regret by 8-22% on four of the issue's problems; 1.5
-#: trapped Hartmann-6 at its local maximum more often (benchmarks/hyperparameters.py).
+#: trapped Hartmann-6 at its local maximum more often (benchmarks/hyperparameters.md).
 SMOOTHING = 1.25
 
 
@@ -51,7 +51,7 @@ SMOOTHING = 1.25
 #: candidates are sparse: in 20 dimensions (2000 candidates: 4.1, where the fits give 1.6-2.8),
 #: not on the issue's problems (Cadata 0.34, Hartmann-6 1.0 against kernels of 1-4). Against 0.5
 #: it cut the 20-d regret by up to 3.6x and cost branin10's one lengthscale 17%
-#: (benchmarks/hyperparameters.py).
+#: (benchmarks/hyperparameters.md).
 NEIGHBOUR_CORRELATION = 0.7
 
 
@@ -61,7 +61,7 @@ NEIGHBOUR_CORRELATION = 0.7
 #: 0.83 in 52 and 100 d; 0.43 on branin10, 0.29 on Hartmann-6, under 0.2 on the issue's other
 #: problems). There every fit on the first 20 arms lies below the floor and moved the kernel to
 #: it anyway, after 20 arms of UCB on the far smoother start (Rastrigin-20: regret 0.54 -> 0.20;
-#: benchmarks/hyperparameters.py). ARD as well: its first fits are isotropic (BIC on 20 arms).
+#: benchmarks/hyperparameters.md). ARD as well: its first fits are isotropic (BIC on 20 arms).
 FLOOR_START_RATIO = 0.5
 
 
@@ -70,7 +70,7 @@ FLOOR_START_RATIO = 0.5
 #: fits see UCB's arms clustered near a maximum, nearly flat and noisy: on Levy-20 (seed 0) one
 #: at 936 observations jumped from 1.6 to 13 and the regret ratio went from 0.33 to 0.83. The
 #: first fit is free: held within 2x of the start, Hartmann-6 (MAP ~0.94, start 3.46) tripled
-#: its regret (benchmarks/hyperparameters.py).
+#: its regret (benchmarks/hyperparameters.md).
 REFIT_TRUST = 2.0
 
 
@@ -81,7 +81,7 @@ REFIT_TRUST = 2.0
 #: 100 nats against a price of 18, on Cadata, Hartmann-6 and Levy-4 (200 arms) 1.2-2.8 times
 #: the price; BIC alone (``ard: true``) chose ARD on Cadata's real inputs too (+30% regret),
 #: 4x halves branin10's regret and leaves the other problems within 2%
-#: (benchmarks/hyperparameters.py).
+#: (benchmarks/hyperparameters.md).
 ARD_MARGIN = 4.0
 
 
@@ -93,7 +93,7 @@ ARD_MARGIN = 4.0
 #: next: 13 -> 5 ms per refit there, fits' CPU -30 to -40% on five of the issue's problems with
 #: the same regret. Without the optimism factor (gains grow faster than the arms while the
 #: inputs the values ignore come to light), branin10's ARD came later: +6% regret, +23% with
-#: a plain doubling; +1% with it (benchmarks/refit_cost.py, benchmarks/hyperparameters.py).
+#: a plain doubling; +1% with it (benchmarks/refit_cost.py, benchmarks/hyperparameters.md).
 ARD_RETRY_GROWTH = 2.0
 ARD_RETRY_OPTIMISM = 2.0
 
@@ -253,7 +253,7 @@ def after_fit(current: KernelState, result: FitResult, *, n_observed: int, scale
             return replace(current, lengthscale=(floor,), fitted_at=n_observed, source="floor")
         return replace(current, fitted_at=n_observed)
     if below_floor:
-        factor = smoothest(fitted)  # levy20-shifted, benchmarks/hyperparameters.py
+        factor = smoothest(fitted)  # levy20-shifted, benchmarks/hyperparameters.md
         if factor * fitted.lengthscale[0] >= floor:
             return KernelState((factor * fitted.lengthscale[0],), fitted_lam(fitted, lam),
                                variance, noise, n_observed, "fit", factor)

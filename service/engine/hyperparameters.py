@@ -106,7 +106,7 @@ class FitResult:
         and the signal variance are the extra parameters), or to the incumbent lengthscales,
         gain > q/2 log n: a lengthscale the data contradict is not kept just because the data
         do not yet beat white noise (the start's 3.5 on Hartmann-6, where the
-        bound prefers 1 by several nats from ~45 arms on, benchmarks/hyperparameters.py)."""
+        bound prefers 1 by several nats from ~45 arms on, benchmarks/hyperparameters.md)."""
         q = len(self.hyperparameters.lengthscale)
         return (self.evidence > bic_penalty(q + 1, self.n_points)
                 or (self.gain is not None and self.gain > bic_penalty(q, self.n_points)))
@@ -143,7 +143,7 @@ def fit(X: np.ndarray, y: np.ndarray, *, prior: Prior, rng: np.random.Generator,
         ``start`` alone (plus ``restarts``): the prior centre, clipped into the region, ended
         at the incumbent's optimum within 1e-6 nats on every refit checked (Hartmann-6,
         Cadata, seed 0) for 11-19 of about 35 evaluations; without it the fits cost 25-44%
-        less CPU with the regret ratios within 2% (benchmarks/hyperparameters.py).
+        less CPU with the regret ratios within 2% (benchmarks/hyperparameters.md).
     max_points : n is subsampled uniformly (by ``rng``) to at most this many rows.
 
     Returns hyper-parameters in the units of y (s2 and noise rescaled by var(y)), the evidence

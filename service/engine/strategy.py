@@ -556,7 +556,7 @@ class Strategy:
         still hands out), so that each batch brings new arms: a repeated arm says nothing about
         the lengthscale, and UCB on the start's lengthscale could repeat one arm for the whole
         run and never reach a fit (Abalone, explore = 0.1: 6 of 100 seeds, regret ratio
-        0.32-0.43 against 0.12; benchmarks/hyperparameters.py).
+        0.32-0.43 against 0.12; benchmarks/hyperparameters.md).
         """
         if not self._fits_kernel or self._hyper.fitted_at > 0 or start == 0:
             return None
