@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from .errors import ConfigError
-from .kernels import DEFAULT_BLOCK_ROWS, Kernel, make_kernel
+from .kernels import DEFAULT_BLOCK_ROWS, PARAMETER_RANGE, Kernel, make_kernel
 from .normalize import NORMALIZERS
 
 STRATEGIES: tuple[str, ...] = ("bbkb", "bkb", "gp-ucb", "gp-bucb", "uniform", "epsilon-greedy",
@@ -121,7 +121,8 @@ class EngineConfig:
         _choice("strategy", self.strategy, STRATEGIES)
         _choice("stopping_rule", self.stopping_rule, STOPPING_RULES)
         _choice("mode", self.mode, MODES)
-        _number("lam", self.lam, low=0.0)
+        _number("lam", self.lam, low=PARAMETER_RANGE[0], high=PARAMETER_RANGE[1],
+                inclusive=True)  # as the kernel's: sigma^2 / lam overflows below 1e-300
         _number("noise", self.noise, low=0.0, inclusive=True)
         _number("rkhs_bound", self.rkhs_bound, low=0.0, inclusive=True)
         _number("delta", self.delta, low=0.0, high=1.0)

@@ -44,9 +44,11 @@ class ExactPosterior:
         self._grow()
         n = len(self.pulled)
         l_row = self._W[:n, arm].copy()
-        d2 = self._kdiag[arm] + self.lam - l_row @ l_row
-        if not d2 > 0.0:  # rounding, with lam far below k(x, x): the least jitter, as the
-            d2 = JITTERS[0] * (self._kdiag[arm] + self.lam)  # Nystrom posterior's Cholesky
+        # the pivot is lam + sigma^2 >= lam; where lam is far below k(x, x), rounding leaves it
+        # anywhere in +-eps k(x, x), and a tiny positive one amplifies the next rows' rounding
+        # until they overflow: floor it at the Nystrom posterior's least jitter
+        floor = JITTERS[-1] * (self._kdiag[arm] + self.lam)
+        d2 = max(self._kdiag[arm] + self.lam - l_row @ l_row, floor)
         d = np.sqrt(d2)
         k_row = self._kernel(self._X[arm : arm + 1], self._X)[0]
         w = (k_row - l_row @ self._W[:n]) / d
