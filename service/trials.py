@@ -12,14 +12,14 @@ engine (see service.runtime).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
 
-from .engine import ExhaustedError
+from .engine import MAX_MAGNITUDE, ExhaustedError
 from .errors import Conflict, Invalid, NotFound, ServiceError
 from .runtime import StudyRuntime
 from .store import queries
@@ -144,6 +144,14 @@ class Result:
     value: float | None = None
     error: str | None = None
     retryable: bool = True
+    #: the row's line in an uploaded CSV, which errors then name (not part of the result)
+    line: int | None = field(default=None, compare=False)
+
+    def name(self, i: int) -> tuple[str, str]:
+        """How errors name row ``i``: its text and the field's prefix."""
+        if self.line is not None:
+            return f"CSV line {self.line}", f"body.line{self.line}"
+        return f"result {i}", f"results.{i}"
 
 
 def post_results(session: Session, runtime: StudyRuntime, results: list[Result],
@@ -163,15 +171,16 @@ def post_results(session: Session, runtime: StudyRuntime, results: list[Result],
     actions: list[Result] = []
     for i, row in enumerate(results):
         j = first.setdefault(row.trial_id, i)
+        text, prefix = row.name(i)
         if j != i:
             if results[j] != row:
-                raise Invalid(f"results {j} and {i} give trial {row.trial_id} different results",
-                              field=f"results.{i}")
+                raise Invalid(f"{results[j].name(j)[0]} and {text} give trial {row.trial_id} "
+                              "different results", field=prefix)
             continue
         trial = found.get(row.trial_id)
         if trial is None:
-            raise Invalid(f"result {i}: trial {row.trial_id} not found in study "
-                          f"{runtime.study_id}", field=f"results.{i}.trial_id")
+            raise Invalid(f"{text}: trial {row.trial_id} not found in study "
+                          f"{runtime.study_id}", field=f"{prefix}.trial_id")
         if _result_changes(trial, row, i):
             actions.append(row)
     for row in actions:
@@ -188,19 +197,20 @@ def post_results(session: Session, runtime: StudyRuntime, results: list[Result],
 def _result_changes(trial: Trial, row: Result, i: int) -> bool:
     """Whether row ``i`` changes ``trial`` (:func:`_completes` or :func:`_fails`), or the
     error it would raise, naming the row, raised before anything changed."""
+    text, prefix = row.name(i)
     if (row.value is None) == (row.error is None):
-        raise Invalid(f"result {i}: give either a value or an error", field=f"results.{i}")
+        raise Invalid(f"{text}: give either a value or an error", field=prefix)
     try:
         return _fails(trial) if row.error is not None else _completes(trial, float(row.value))
     except ServiceError as exc:
-        raise type(exc)(f"result {i}: {exc}", field=f"results.{i}.{exc.field}") from None
+        raise type(exc)(f"{text}: {exc}", field=f"{prefix}.{exc.field}") from None
 
 
 def _completes(trial: Trial, value: float) -> bool:
     """Whether the result ``value`` changes ``trial`` (False: it has that value already), or
     the error :func:`complete` refuses it with, raised before anything changed."""
-    if not math.isfinite(value):
-        raise Invalid("value must be finite", field="value")
+    if (problem := _bad_value(value)) is not None:
+        raise Invalid(problem, field="value")
     if trial.status in ("completed", "abandoned") and trial.value is not None:
         if trial.value == value:
             return False
@@ -209,6 +219,16 @@ def _completes(trial: Trial, value: float) -> bool:
         raise Conflict(f"trial {trial.id} failed; its result is no longer used",
                        field="trial_id")
     return True
+
+
+def _bad_value(value: float) -> str | None:
+    """Why the engine would refuse ``value`` (None: it takes it), checked before any row of an
+    upload reaches it, so that the error names the row and the cached engine stays valid."""
+    if not math.isfinite(value):
+        return f"value must be finite, got {value!r}"
+    if abs(value) > MAX_MAGNITUDE:
+        return f"value must lie within +-{MAX_MAGNITUDE:g}, got {value!r}"
+    return None
 
 
 def _fails(trial: Trial) -> bool:
@@ -289,8 +309,8 @@ def import_observations(session: Session, runtime: StudyRuntime,
         if not 0 <= arm < n_arms:
             raise Invalid(f"observation {i}: candidate {arm} outside 0..{n_arms - 1}",
                           field=f"observations.{i}.candidate")
-        if not math.isfinite(value):
-            raise Invalid(f"observation {i}: value must be finite", field=f"observations.{i}")
+        if (problem := _bad_value(value)) is not None:
+            raise Invalid(f"observation {i}: {problem}", field=f"observations.{i}.value")
     rows: list[dict[str, Any]] = []
     for arm, value in observations:
         s = runtime.strategy.observe(arm, runtime.sign * value)

@@ -231,3 +231,36 @@ def test_each_batch_shows_the_dictionary_it_used(database_url, tmp_path):
         uniform = create_study(client, name="u", engine={"strategy": "uniform", "mode": "async"})
         _ask(client, uniform["id"], 2)
         assert client.get(f"/v1/studies/{uniform['id']}/batches/0").json()["dictionary"] == []
+
+
+def test_refused_rows_are_named_by_their_row_and_csv_line(database_url, tmp_path):
+    """A value beyond the engine's +-1e100 was refused by the engine in the middle of the
+    upload, naming only ``value``; and a CSV row's error named its place among the rows with
+    a value, not its line. Both now name the row (the CSV line, blank rows counted), before
+    anything changed."""
+    with app_client(database_url, tmp_path) as client:
+        sid = create_study(client, engine=ASYNC)["id"]
+        a, b, c = _ask(client, sid, 3)
+        huge = client.post(f"/v1/studies/{sid}/results", json={"results": [
+            {"trial_id": a["id"], "value": 1.0}, {"trial_id": b["id"], "value": -2e100}]})
+        assert (huge.status_code, huge.json()["field"]) == (422, "results.1.value")
+        assert "1e+100" in huge.json()["detail"] and huge.json()["detail"].startswith("result 1")
+        observed = client.post(f"/v1/studies/{sid}/observations", json={"observations": [
+            {"candidate": 0, "value": 1.0}, {"candidate": 1, "value": 3e100}]})
+        assert (observed.status_code, observed.json()["field"]) == (422, "observations.1.value")
+        done = client.post(f"/v1/studies/{sid}/results",
+                           json={"results": [{"trial_id": c["id"], "value": 0.5}]})
+        assert done.status_code == 200
+        sheet = f"trial_id,value\n{a['id']},\n{b['id']},\n{c['id']},9\n"  # c has 0.5 already
+        conflict = client.post(f"/v1/studies/{sid}/results.csv", content=sheet)
+        assert (conflict.status_code, conflict.json()["field"]) == (409, "body.line4.value")
+        assert conflict.json()["detail"].startswith("CSV line 4: ")
+        sheet = f"trial_id,value\n{a['id']},1\n{b['id']},\n{a['id']},2\n"
+        twice = client.post(f"/v1/studies/{sid}/results.csv", content=sheet)
+        assert (twice.status_code, twice.json()["field"]) == (422, "body.line4")
+        assert "CSV line 2 and CSV line 4" in twice.json()["detail"]
+        trials = _trials(client, sid)
+        assert [trials[t["id"]]["status"] for t in (a, b, c)] == \
+            ["running", "running", "completed"]
+        assert client.post(f"/v1/studies/{sid}/results", json={"results": [
+            {"trial_id": a["id"], "value": 1.0}]}).json()["completed"] == 1  # engine intact

@@ -232,7 +232,7 @@ def parse_results_csv(raw: bytes) -> tuple[list[trials.Result], int]:
             raise Invalid(f"CSV line {line}: {exc}", field=f"body.line{line}") from exc
         if not math.isfinite(value):
             raise Invalid(f"CSV line {line}: value must be finite", field=f"body.line{line}")
-        out.append(trials.Result(trial_id, value))
+        out.append(trials.Result(trial_id, value, line=line))
     if len(out) > _MAX_RESULTS:
         raise Invalid(f"at most {_MAX_RESULTS} results per upload", field="body")
     if not out:
