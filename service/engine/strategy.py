@@ -253,16 +253,21 @@ class Strategy:
         return int(np.count_nonzero((self._records.kind[:n] == SUGGESTED)
                                     & (self._records.status[:n] != PENDING)))
 
-    def ask(self, count: int = 1) -> list[Selection]:
-        """Up to ``count`` next selections; fewer while a sync batch waits for results, or once
-        a ``deterministic`` strategy has proposed every candidate (then ExhaustedError)."""
+    def ask(self, count: int = 1, seconds: float | None = None) -> list[Selection]:
+        """Up to ``count`` next selections; fewer while a sync batch waits for results, once
+        a ``deterministic`` strategy has proposed every candidate (then ExhaustedError), or
+        once ``seconds`` have passed (at least one selection is made; the next ask goes on
+        where this one stopped, so the selections are the same either way)."""
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise SelectionError(f"count must be a positive integer, got {count!r}",
                                  field="count")
         if self.exhausted:
             raise self._nothing_left()
+        deadline = math.inf if seconds is None else time.perf_counter() + seconds
         out: list[Selection] = []
         while len(out) < count and not self.exhausted:
+            if out and time.perf_counter() >= deadline:
+                break
             if self._closed:
                 if self.waiting:
                     break

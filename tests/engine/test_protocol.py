@@ -33,6 +33,19 @@ def test_async_mode_never_leaves_a_worker_idle():
     assert len({s.t for s in handed}) == 50
 
 
+@pytest.mark.parametrize("strategy_name", ["bbkb", "gp-ucb", "go-ucb"])
+def test_an_ask_out_of_time_hands_out_what_it_has_and_the_next_goes_on(strategy_name):
+    """``seconds``: an ask stops making selections once its time is up (one at least), and the
+    asks that follow make the selections one ask would have made."""
+    X, _ = smooth_problem(n=200)
+    config = {"mode": "async", "strategy": strategy_name, "seed": 3}
+    timed, whole = Strategy(X, config), Strategy(X, config)
+    pieces = [timed.ask(4, seconds=0.0) for _ in range(12)]
+    assert [len(piece) for piece in pieces] == [1] * 12
+    assert [s.arm for piece in pieces for s in piece] == [s.arm for s in whole.ask(12)]
+    assert len(timed.ask(12, seconds=None)) == 12
+
+
 def test_async_mean_uses_only_feedback_that_arrived_before_the_batch_opened():
     strategy, f = _strategy(mode="async", strategy="bkb")
     a, b = strategy.ask(2)
