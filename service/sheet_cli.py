@@ -52,6 +52,11 @@ def _ask(args: argparse.Namespace, client: Client, study: Study) -> int:
             f"`bbkb study results {args.study} {args.output or 'SHEET.csv'}`")
     if answer.waiting:
         note += f" ({answer.waiting})"
+    repeats = len(answer.trials) - len({trial.candidate for trial in answer.trials})
+    if repeats:
+        note += (f"\nnote: {repeats} row(s) repeat another row's candidate: the engine measures "
+                 "a candidate again where a replicate tells it most; a study created with "
+                 "`-e deterministic=true` proposes each candidate once")
     print(note, file=sys.stderr)
     return 0
 
