@@ -264,3 +264,25 @@ def test_refused_rows_are_named_by_their_row_and_csv_line(database_url, tmp_path
             ["running", "running", "completed"]
         assert client.post(f"/v1/studies/{sid}/results", json={"results": [
             {"trial_id": a["id"], "value": 1.0}]}).json()["completed"] == 1  # engine intact
+
+
+def test_csv_ids_are_ascii_integers_and_columns_appear_once(database_url, tmp_path):
+    """int() read "1_0" as 10 and "\u0662" (Arabic-Indic two) as 2, and of two ``value``
+    columns DictReader kept the last: each now a 422 naming the line or the header."""
+    with app_client(database_url, tmp_path) as client:
+        sid = create_study(client, engine=ASYNC)["id"]
+        (trial,) = _ask(client, sid, 1)
+        url = f"/v1/studies/{sid}"
+        for sheet, field in (
+                (f"trial_id,value\n0_{trial['id']},1\n", "body.line2"),  # int(): the id
+                ("trial_id,value\n\u0662,1\n", "body.line2"),
+                (f"trial_id,value,value\n{trial['id']},1,2\n", "body")):
+            answer = client.post(f"{url}/results.csv", content=sheet.encode())
+            assert (answer.status_code, answer.json()["field"]) == (422, field), answer.text
+        for sheet, field in (("candidate,value\n1_0,1\n", "body.line2"),
+                             ("candidate,candidate,value\n1,2,1\n", "body")):
+            answer = client.post(f"{url}/observations.csv", content=sheet.encode())
+            assert (answer.status_code, answer.json()["field"]) == (422, field), answer.text
+        assert _trials(client, sid)[trial["id"]]["status"] == "running"
+        ok = client.post(f"{url}/results.csv", content=f"trial_id,value\n {trial['id']} ,1\n")
+        assert ok.json()["completed"] == 1

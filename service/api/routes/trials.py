@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -227,7 +228,7 @@ def parse_results_csv(raw: bytes) -> tuple[list[trials.Result], int]:
             skipped += 1
             continue
         try:
-            trial_id, value = int(row["trial_id"]), float(row["value"])
+            trial_id, value = _csv_int(row["trial_id"]), float(row["value"])
         except ValueError as exc:
             raise Invalid(f"CSV line {line}: {exc}", field=f"body.line{line}") from exc
         if not math.isfinite(value):
@@ -290,12 +291,22 @@ def parse_observations_csv(raw: bytes) -> list[tuple[int, float]]:
     pairs = []
     for line, row in _csv_records(raw, ("candidate", "value")):
         try:
-            pairs.append((int(row["candidate"]), float(row["value"])))
+            pairs.append((_csv_int(row["candidate"]), float(row["value"])))
         except ValueError as exc:
             raise Invalid(f"CSV line {line}: {exc}", field=f"body.line{line}") from exc
     if not pairs:
         raise Invalid("CSV has no rows", field="body")
     return pairs
+
+
+#: An id in a CSV cell: ASCII digits (int() also reads "1_0" as 10 and other scripts' digits).
+_CSV_INT = re.compile(r"\s*[+-]?[0-9]+\s*")
+
+
+def _csv_int(text: str) -> int:
+    if not _CSV_INT.fullmatch(text):
+        raise ValueError(f"invalid integer: {text!r}")
+    return int(text)
 
 
 def _csv_records(raw: bytes, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
@@ -304,9 +315,13 @@ def _csv_records(raw: bytes, required: tuple[str, ...]) -> Iterator[tuple[int, d
     # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
     reader = csv.DictReader(io.StringIO(raw.decode("utf-8-sig", errors="replace"), newline=""))
     try:
-        missing = set(required) - set(reader.fieldnames or [])
+        header = reader.fieldnames or []
+        missing = set(required) - set(header)
         if missing:
             raise Invalid(f"CSV header lacks column(s) {sorted(missing)}", field="body")
+        twice = sorted(c for c in required if header.count(c) > 1)
+        if twice:  # DictReader would keep the last one's cells
+            raise Invalid(f"CSV header has column(s) {twice} more than once", field="body")
         for line, row in enumerate(reader, start=2):
             if any(row[column] is None for column in required):
                 raise Invalid(f"CSV line {line}: fewer fields than the header's "
