@@ -15,12 +15,21 @@ where candidates are made or decoded, so ``import client`` stays light.
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from .api.numbers import JsonFloat
+from .api.numbers import JsonFloat, NotBlank
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,8 +46,9 @@ MAX_DRAWS = 64
 MAX_DRAWN_NUMBERS = 2**25
 
 
-class Parameter(BaseModel):
-    """One named parameter of a search space."""
+class StoredParameter(BaseModel):
+    """A parameter as a study stores it (the dump of a :class:`Parameter`): loaded with the
+    checks it was created under, so that a study created before a stricter check still loads."""
 
     name: Annotated[str, Field(min_length=1, max_length=100)]
     type: Literal["float", "int", "categorical"] = "float"
@@ -48,7 +58,7 @@ class Parameter(BaseModel):
     choices: list[str | float] | None = Field(default=None, max_length=1000)
 
     @model_validator(mode="after")
-    def _check(self) -> Parameter:
+    def _check(self) -> StoredParameter:
         if self.type == "categorical":
             if not self.choices or len(set(map(str, self.choices))) != len(self.choices):
                 raise ValueError(f"parameter {self.name!r}: categorical needs distinct choices")
@@ -71,8 +81,72 @@ class Parameter(BaseModel):
         return len(self.choices or []) if self.type == "categorical" else 1
 
 
+def _choice(value: Any) -> Any:
+    """A categorical choice: a string or a finite number; not a boolean (JSON's ``true`` is
+    not the number 1, as in ``numbers.JsonFloat``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        kind = "null" if value is None else type(value).__name__
+        raise ValueError(f"expected a string or a number, not a {kind}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer beyond float64
+        finite = False
+    if not finite:
+        raise ValueError(f"a numeric choice must be a finite float64, got {value!r:.50}")
+    return value
+
+
+#: Parameter names are checked as study names are (schemas.Name): no control characters, not
+#: blank.
+ParameterName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f]+$"),
+                          NotBlank]
+#: low and high: the bound is checked by StoredParameter._check (its message names both);
+#: published in the OpenAPI schema too.
+Bound = Annotated[JsonFloat, Field(json_schema_extra={"minimum": -BOUND, "maximum": BOUND})]
+Choice = Annotated[str | float, BeforeValidator(_choice)]
+
+
+class Parameter(StoredParameter):
+    """One named parameter of a search space, as a request gives it: a float or int parameter
+    takes ``low``, ``high`` and ``log``, a categorical one ``choices``. An unknown key, or a key
+    of the other kind with a value, is refused with its field named (null and ``log: false``
+    are accepted anywhere: they are what a full dump of a parameter holds)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: ParameterName
+    low: Bound | None = None
+    high: Bound | None = None
+    choices: list[Choice] | None = Field(default=None, max_length=1000)
+
+    @field_validator("low", "high", "log")
+    @classmethod
+    def _numeric_keys(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.data.get("type") == "categorical" and value is not None and value is not False:
+            raise ValueError(f"{_named(info)}a categorical parameter takes no {info.field_name}: "
+                             "its values are its choices")
+        return value
+
+    @field_validator("choices")
+    @classmethod
+    def _categorical_keys(cls, choices: list[Value] | None, info: ValidationInfo) -> Any:
+        kind = info.data.get("type")
+        if choices is not None and kind in ("float", "int"):
+            raise ValueError(f'{_named(info)}choices go with "type": "categorical"; a {kind} '
+                             "parameter takes low and high")
+        return choices
+
+
+def _named(info: ValidationInfo) -> str:
+    """The start of an error message: the parameter, where its name is valid."""
+    name = info.data.get("name")
+    return f"parameter {name!r}: " if name is not None else ""
+
+
 class SearchSpace(BaseModel):
-    parameters: Annotated[list[Parameter], Field(min_length=1, max_length=200)]
+    parameters: Annotated[list[StoredParameter], Field(min_length=1, max_length=200)]
 
     @model_validator(mode="after")
     def _unique(self) -> SearchSpace:
@@ -138,7 +212,7 @@ class SearchSpace(BaseModel):
         return np.column_stack(columns).astype(np.float64)
 
     @staticmethod
-    def _column(p: Parameter, u: np.ndarray) -> np.ndarray:
+    def _column(p: StoredParameter, u: np.ndarray) -> np.ndarray:
         import numpy as np
 
         if p.type == "categorical":
@@ -171,7 +245,7 @@ class SearchSpace(BaseModel):
         return out
 
 
-def _levels(p: Parameter) -> int | None:
+def _levels(p: StoredParameter) -> int | None:
     """How many values a discrete parameter takes; None for a float one, and for integers
     beyond 2**53, which float64 features cannot tell apart (they are drawn as before)."""
     if p.type == "categorical":

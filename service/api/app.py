@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, RedirectResponse
 from sqlalchemy.orm import Session
+from starlette.exceptions import HTTPException
 from threadpoolctl import threadpool_limits
 
 from .. import logs, trials
@@ -23,6 +24,7 @@ from ..store.database import make_engine, session_factory, transaction
 from ..store.migrate import ensure_schema
 from ..store.models import Study, utcnow
 from . import errors
+from .deps import TooLarge
 from .routes import batches, dispatch, health, history, metrics, queue, studies, ui
 from .routes import trials as trial_routes
 
@@ -110,8 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.dispatcher.close()
 
     app = FastAPI(title="bbkb-service", version="0.1.0", lifespan=lifespan,
-                  description="Distributed asynchronous batch evaluation driven by BBKB.",
-                  max_body_size=settings.max_upload_bytes)
+                  description="Distributed asynchronous batch evaluation driven by BBKB.")
     app.state.settings = settings
     app.state.started_at = utcnow()  # the reaper's first lease (_heard_out)
     app.state.sessions = session_factory(engine)
@@ -125,7 +126,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                        settings.objective_modules)
                             if settings.redis_url else None)
     app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
-    app.add_middleware(JsonSizeLimit, limit=settings.max_json_bytes)
+    app.add_middleware(BodySizeLimit, json=settings.max_json_bytes,
+                       upload=settings.max_upload_bytes)
     errors.install(app)
     for module in (health, metrics, studies, trial_routes, batches, dispatch, queue, history,
                    ui):
@@ -139,18 +141,63 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-class JsonSizeLimit:
-    """413 for JSON bodies over the limit (the .npy upload route has the larger global cap)."""
+class BodyTooLarge(TooLarge, HTTPException):
+    """413: the body grew past the limit while it was read. An HTTPException so that FastAPI's
+    body parsing passes it on (another error there becomes its 400 "error parsing the body");
+    ServiceError first in the MRO, so the app's handler answers ``{detail, field}``."""
 
-    def __init__(self, app, limit: int) -> None:  # type: ignore[no-untyped-def]
-        self.app, self.limit = app, limit
+    def __init__(self, limit: int) -> None:  # not cooperative: ServiceError's super() is
+        message = f"body larger than {limit} bytes"  # HTTPException's __init__ here
+        HTTPException.__init__(self, 413, message)
+        self.args, self.field = (message,), "body"
+
+    def __str__(self) -> str:  # HTTPException's is "413: <detail>"
+        return str(self.detail)
+
+
+class BodySizeLimit:
+    """413 ``{detail, field}`` for bodies over the limit: ``upload`` bytes for the .npy upload
+    (``PUT .../candidates``), ``json`` (at most ``upload``) for every other route. A declared
+    Content-Length is refused before the app runs; a chunked body (none declared) is counted as
+    it arrives, and the read that passes the limit raises :class:`BodyTooLarge` in the app, whose
+    handler answers. Nothing is buffered here."""
+
+    def __init__(self, app, json: int, upload: int) -> None:  # type: ignore[no-untyped-def]
+        self.app, self.json, self.upload = app, min(json, upload), upload
 
     async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
-        if scope["type"] == "http" and not scope["path"].endswith("/candidates"):
-            length = dict(scope.get("headers", ())).get(b"content-length")
-            if length is not None and length.isdigit() and int(length) > self.limit:
-                response = JSONResponse({"detail": f"body larger than {self.limit} bytes",
-                                         "field": "body"}, status_code=413)
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.upload if scope["path"].endswith("/candidates") else self.json
+        length = dict(scope.get("headers", ())).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            await _too_large(limit)(scope, receive, send)
+            return
+        size, started = 0, False
+
+        async def counted() -> dict:  # type: ignore[type-arg]
+            nonlocal size
+            message = await receive()
+            if message["type"] == "http.request":
+                size += len(message.get("body", b""))
+                if size > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        async def sending(message: dict) -> None:  # type: ignore[type-arg]
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, sending)
+        except BodyTooLarge:  # read outside the app's handlers: answered here if still possible
+            if started:
+                raise
+            await _too_large(limit)(scope, receive, send)
+
+
+def _too_large(limit: int) -> JSONResponse:
+    return JSONResponse({"detail": f"body larger than {limit} bytes", "field": "body"},
+                        status_code=413)

@@ -18,9 +18,18 @@ Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f
                 NotBlank]
 WorkerId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
 #: An evaluation's result: a JSON number (not a bool or a string) within +-VALUE_LIMIT (the
-#: engine's MAX_MAGNITUDE: it refuses a larger one with a 422).
-ResultValue = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+#: engine's MAX_MAGNITUDE). The limit is checked where a value is used (service/trials.py: its
+#: 422 names the row of a bulk upload) and published here, in the OpenAPI schema.
 VALUE_LIMIT = 1e100
+ResultValue = Annotated[float, Field(strict=True, allow_inf_nan=False, json_schema_extra={
+    "minimum": -VALUE_LIMIT, "maximum": VALUE_LIMIT})]
+#: An inline candidate's number: the engine's bound (+-VALUE_LIMIT, checked there), published.
+Feature = Annotated[JsonFloat, Field(json_schema_extra={"minimum": -VALUE_LIMIT,
+                                                        "maximum": VALUE_LIMIT})]
+#: A search space's candidate count. The bounds go inside the Optional, before JsonInt's check:
+#: on the Optional, or after the check, pydantic publishes them as "ge" and "le", which are not
+#: JSON Schema (minimum and maximum).
+NCandidates = Annotated[int, Field(ge=1, le=10_000_000), *JsonInt.__metadata__]
 #: The longest failure reason a trial keeps (characters).
 REASON_LIMIT = 10_000
 TrialStatus = Literal["pending", "running", "completed", "failed", "abandoned"]
@@ -50,12 +59,12 @@ class StudyCreate(BaseModel):
     name: Name
     direction: Literal["maximize", "minimize"] = "maximize"
     engine: dict[str, Any] = Field(default_factory=dict)
-    candidates: list[list[JsonFloat]] | None = Field(
+    candidates: list[list[Feature]] | None = Field(
         default=None, description="Inline candidate matrix (A rows of d numbers).")
     parameter_names: list[Name] | None = Field(
         default=None, description="Column names of an inline or uploaded matrix.")
     search_space: list[Parameter] | None = Field(default=None, min_length=1, max_length=200)
-    n_candidates: JsonInt | None = Field(default=None, ge=1, le=10_000_000)
+    n_candidates: NCandidates | None = None
     upload: bool = Field(default=False, description="Candidates follow as a .npy upload.")
     objective: Annotated[str, Field(max_length=300)] | None = None
     max_attempts: JsonInt = Field(default=3, ge=1, le=100)
@@ -75,9 +84,7 @@ class StudyCreate(BaseModel):
     @field_validator("search_space")
     @classmethod
     def _distinct_parameters(cls, space: list[Parameter] | None) -> list[Parameter] | None:
-        """Named, and by distinct names (checked here, not in Parameter: stored specs load)."""
-        if any(not p.name.strip() for p in space or []):
-            raise ValueError("search space parameter names must not be blank (only spaces)")
+        """By distinct names (checked here, not in StoredParameter: stored specs load)."""
         repeated = sorted(n for n, k in Counter(p.name for p in space or []).items() if k > 1)
         if repeated:
             raise ValueError(f"search space parameter names must be unique; repeated: {repeated}")

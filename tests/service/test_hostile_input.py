@@ -370,7 +370,8 @@ def test_a_test_function_without_dim_takes_the_candidates_dimension():
      "search_space.0.low"),
     ("/v1/studies", {"name": "   ", **SPACE}, "name"),
     ("/v1/studies", {"name": "s", "n_candidates": 10,
-                     "search_space": [{"name": " ", "low": 0, "high": 1}]}, "search_space"),
+                     "search_space": [{"name": " ", "low": 0, "high": 1}]},
+     "search_space.0.name"),
     ("/v1/studies", {"name": "s", "n_candidates": 10, "search_space": [
         {"name": "x", "low": 0, "high": 1}, {"name": "x", "low": 0, "high": 2}]}, "search_space"),
     ("/v1/studies/{sid}/suggestions", {"worker_id": "w", "count": "2"}, "count"),
