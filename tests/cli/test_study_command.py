@@ -182,7 +182,8 @@ def test_a_lab_asks_for_a_sheet_fills_it_in_and_uploads_it(server, tmp_path, cap
         writer.writeheader()
         writer.writerows(rows)
     code, _, err = run(capsys, "study", "results", "lab", str(sheet), *url)
-    assert code == 1 and "already has the value" in err and "results.0.value" in err
+    assert code == 1 and "already has the value" in err
+    assert "CSV line 2" in err and "body.line2.value" in err
 
 
 def test_ask_exits_1_when_a_sync_batch_waits_for_its_results(server, capsys):

@@ -40,7 +40,7 @@ def test_values_beyond_the_engines_range_are_refused_before_they_are_stored(tmp_
         imported = client.post(f"/v1/studies/{sid}/observations", json={"observations": [
             {"candidate": 1, "value": 1e308}, {"candidate": 2, "value": 1.0}]})
         assert imported.status_code == 422, imported.text
-        assert imported.json()["field"] == "value"
+        assert imported.json()["field"] == "observations.0.value"  # the row
         assert "1e+100" in imported.json()["detail"]
         (trial,) = _ask(client, sid).json()["trials"]
         done = f"/v1/studies/{sid}/trials/{trial['id']}/complete"
