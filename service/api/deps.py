@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from ..auth import LOCAL_OWNER, authenticate, owner_id_for
@@ -55,6 +57,19 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise TooLarge(f"body larger than {limit} bytes", field="body")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def validated(validate: Callable[[Any], Any], data: Any, offset: int | None = None,
+               rows: str = "observations") -> Any:
+    """``validate(data)``; its errors answer as FastAPI's own body validation does (the rows of a
+    chunk that starts at ``offset`` are located in the whole list ``rows``)."""
+    try:
+        return validate(data)
+    except ValidationError as exc:
+        raise RequestValidationError([
+            {**e, "loc": ("body", *e["loc"]) if offset is None else
+             ("body", rows, offset + e["loc"][0], *e["loc"][1:])}
+            for e in exc.errors(include_url=False)]) from exc
 
 
 async def get_owner(request: Request,

@@ -177,7 +177,9 @@ class SuggestRequest(BaseModel):
 
 class Suggestions(BaseModel):
     trials: list[TrialPublic]
-    waiting: str | None = Field(default=None, description="Why fewer trials than asked (sync).")
+    waiting: str | None = Field(default=None, description=(
+        "Why fewer trials than asked: a sync batch waits for results, or the ask used its "
+        "time (then ask again)."))
     retry_after: float | None = None
 
 

@@ -14,9 +14,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 from pydantic_core import from_json
 
 from ... import studies, trials
@@ -35,6 +34,7 @@ from ..deps import (
     StudyId,
     TrialId,
     read_body,
+    validated,
 )
 from ..responses import json_answer
 from ..schemas import (
@@ -207,13 +207,13 @@ def parse_results_json(raw: bytes) -> tuple[list[trials.Result], int]:
     except ValueError as exc:
         raise Invalid(f"malformed JSON: {exc}", field="body") from exc
     rows = data.get("results") if isinstance(data, dict) else None
-    _validated(ResultsRequest.model_validate,
+    validated(ResultsRequest.model_validate,
                {**data, "results": rows[:1]} if isinstance(rows, list) else data)
     if len(rows) > _MAX_RESULTS:
         raise Invalid(f"at most {_MAX_RESULTS} results per upload", field="results")
     out: list[trials.Result] = []
     for start in range(0, len(rows), CHUNK_ROWS):
-        chunk = _validated(_RESULT_ROWS.validate_python, rows[start : start + CHUNK_ROWS],
+        chunk = validated(_RESULT_ROWS.validate_python, rows[start : start + CHUNK_ROWS],
                            start, "results")
         out += [trials.Result(r.trial_id, r.value, r.error, r.retryable) for r in chunk]
     return out, 0
@@ -256,19 +256,6 @@ _ROWS = TypeAdapter(list[Observation])
 _MAX_ROWS = ImportRequest.model_json_schema()["properties"]["observations"]["maxItems"]
 
 
-def _validated(validate: Callable[[Any], Any], data: Any, offset: int | None = None,
-               rows: str = "observations") -> Any:
-    """``validate(data)``; its errors answer as FastAPI's own body validation does (the rows of a
-    chunk that starts at ``offset`` are located in the whole list ``rows``)."""
-    try:
-        return validate(data)
-    except ValidationError as exc:
-        raise RequestValidationError([
-            {**e, "loc": ("body", *e["loc"]) if offset is None else
-             ("body", rows, offset + e["loc"][0], *e["loc"][1:])}
-            for e in exc.errors(include_url=False)]) from exc
-
-
 def parse_observations_json(raw: bytes) -> list[tuple[int, float]]:
     """An :class:`ImportRequest` body: the envelope, then the rows chunk by chunk."""
     try:
@@ -276,13 +263,13 @@ def parse_observations_json(raw: bytes) -> list[tuple[int, float]]:
     except ValueError as exc:
         raise Invalid(f"malformed JSON: {exc}", field="body") from exc
     rows = data.get("observations") if isinstance(data, dict) else None
-    _validated(ImportRequest.model_validate,  # the envelope (and an empty or non-list body)
+    validated(ImportRequest.model_validate,  # the envelope (and an empty or non-list body)
                {**data, "observations": rows[:1]} if isinstance(rows, list) else data)
     if len(rows) > _MAX_ROWS:
         raise Invalid(f"at most {_MAX_ROWS} observations per import", field="observations")
     pairs: list[tuple[int, float]] = []
     for start in range(0, len(rows), CHUNK_ROWS):
-        chunk = _validated(_ROWS.validate_python, rows[start : start + CHUNK_ROWS], start)
+        chunk = validated(_ROWS.validate_python, rows[start : start + CHUNK_ROWS], start)
         pairs += [(o.candidate, o.value) for o in chunk]
     return pairs
 
