@@ -7,11 +7,11 @@ waits for a worker) and skips the trial if it is no longer the job's; while the 
 a heartbeat thread keeps the lease alive. An exception (or ``sys.exit``) fails the trial with
 its text (retryable: the server retries it up to the study's max attempts); a value that is not
 a finite number within +-1e100 fails it for good with the reason, and so does one the server
-refuses (422) and a bad objective spec. An objective this worker cannot run (a module its own
-``BBKB_OBJECTIVE_MODULES`` does not allow, never imported, or one it cannot import) is this
-worker's fault, not the trial's: the worker pauses the study's dispatch and releases the trial
-(back to the pool, the attempt not counted). A key the API refuses mid-run stops the worker
-(exit 1), as at start.
+refuses (422). An objective this worker cannot run (a module its own ``BBKB_OBJECTIVE_MODULES``
+does not allow, never imported, one it cannot import, a function the module lacks or imported
+from elsewhere, a spec it cannot parse) is a fault of the setup, not of the trial: the worker
+pauses the study's dispatch and releases the trial (back to the pool, the attempt not counted).
+A key the API refuses mid-run stops the worker (exit 1), as at start.
 The SDK retries every request with backoff for ``BBKB_WORKER_RETRY_SECONDS`` (default 60: 1 to 2
 minutes with the jitter), so a result survives a server restart.
 """
@@ -165,11 +165,8 @@ def _evaluate(client: Client, payload: dict[str, Any], queued: bool = False) -> 
     try:
         try:
             objective = resolve(payload["objective"])
-        except Refused as exc:  # this worker's setup, not the trial: the others may run it
+        except Refused as exc:  # the setup's fault, the same for every trial: not this one's
             _refused(study, payload, str(exc))
-            return None
-        except ValueError as exc:  # a bad spec: no worker can run it
-            _fail(study, payload, str(exc), retryable=False)
             return None
         try:
             return run(objective, payload["candidate"], payload["vector"], payload["parameters"])
@@ -203,7 +200,7 @@ def _refused(study: Any, payload: dict[str, Any], reason: str) -> None:
     """Pause the study's dispatch of this objective (so that this worker takes no more of its
     jobs, and the operator sees it; a newer dispatch of another objective is left alone), then
     release the trial: back to the pool, the attempt not counted, for a worker that can run
-    it."""
+    it or a dispatch of the corrected objective."""
     log.error("trial %s: %s; pausing the dispatch of study %s", payload["trial_id"], reason,
               payload["study_id"])
     try:
@@ -211,8 +208,8 @@ def _refused(study: Any, payload: dict[str, Any], reason: str) -> None:
     except ConflictError:
         pass  # a newer dispatch of another objective, or none (a manual run of the job)
     _fail(study, payload, f"worker {socket.gethostname()} pid {os.getpid()}: {reason} (the "
-          "dispatch is paused: resume it once every worker can run the objective)",
-          retryable=True, release=True)
+          "dispatch is paused: resume it once every worker can run the objective, or "
+          "dispatch again with the corrected --objective)", retryable=True, release=True)
 
 
 def _clip(reason: str, limit: int = 2000) -> str:

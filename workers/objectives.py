@@ -30,8 +30,11 @@ from service.objectives import check_module, module_allowed, modules_from_env, p
 
 
 class Refused(ValueError):
-    """This worker cannot run the objective (its ``BBKB_OBJECTIVE_MODULES`` refuses the module,
-    or the module cannot be imported here): a fault of the worker's setup, not of the trial."""
+    """The objective cannot run here: a fault of the setup, never of the trial (the worker
+    pauses the dispatch and gives the trial back). This worker's ``BBKB_OBJECTIVE_MODULES``
+    refuses the module, or the module cannot be imported here, lacks the function (a typo in
+    the objective), has it from another module, or the spec does not parse on this worker
+    (one older than the server's)."""
 
 
 class BadValue(ValueError):
@@ -67,10 +70,13 @@ def _built(spec: str) -> Objective:
 def resolve(spec: str) -> Objective:
     """Turn an objective string into an :class:`Objective`. The security boundary: an import
     path is imported only if this worker's own ``BBKB_OBJECTIVE_MODULES`` (read now, from its
-    environment) allows its module, whatever the server allowed. ValueError with the reason
-    (a bad spec: the trial fails for good), :class:`Refused` if this worker cannot run it (a
-    module its list does not allow or it cannot import: the worker's setup is at fault)."""
-    parsed = parse_objective(spec)
+    environment) allows its module, whatever the server allowed. :class:`Refused` with the
+    reason if it cannot run here: whatever is wrong, it is wrong for every trial alike (before,
+    a missing function failed every trial of a dispatch for good, in a second)."""
+    try:
+        parsed = parse_objective(spec)
+    except ValueError as exc:  # the server checks specs: a stored one, or a newer server's
+        raise Refused(f"{exc} (on this worker)") from exc
     if parsed.kind == "import":
         try:
             allowed = modules_from_env()
@@ -80,13 +86,19 @@ def resolve(spec: str) -> Objective:
             check_module(parsed, spec, allowed, where="this worker")
         except ValueError as exc:
             raise Refused(str(exc)) from exc
-    objective = _built(spec)
+    try:
+        objective = _built(spec)
+    except Refused:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a data set that does not load here, say
+        raise Refused(f"objective {spec!r} cannot be set up on this worker: "
+                      f"{type(exc).__name__}: {exc}") from exc
     if parsed.kind == "import" and not module_allowed(objective.defined_in or "", allowed):
-        # a name the allowed module imported from elsewhere (from subprocess import run): no
-        # worker may run it, so it is the trial's fault, not this worker's
-        raise ValueError(f"objective {spec!r} refused: its function is defined in module "
-                         f"{objective.defined_in or '(none)'!r}, which this worker's "
-                         f"BBKB_OBJECTIVE_MODULES does not allow")
+        # a name the allowed module imported from elsewhere (from subprocess import run)
+        raise Refused(f"objective {spec!r} refused: its function is defined in module "
+                      f"{objective.defined_in or '(none)'!r}, which this worker's "
+                      f"BBKB_OBJECTIVE_MODULES does not allow (an objective is a function "
+                      f"defined in an allowed module)")
     return objective
 
 
@@ -123,14 +135,13 @@ def _import(module: str, attribute: str) -> Callable[..., Any]:
         # error, a missing dependency): the worker's setup, as far as the trial can tell
         raise Refused(f"objective {module}:{attribute} cannot be imported on this worker: "
                       f"{type(exc).__name__}: {exc}") from exc
-    try:
-        fn = getattr(imported, attribute)
-    except AttributeError as exc:  # the module has no such function: no worker can run it
-        raise ValueError(f"objective {module}:{attribute}: module {module!r} has no "
-                         f"{attribute!r}") from exc
-    if not callable(fn):
-        raise ValueError(f"objective {module}:{attribute} is a {type(fn).__name__}, not a "
-                         "function")
+    fn = getattr(imported, attribute, None)
+    if fn is None or not callable(fn):  # a typo in the objective, most likely
+        what = f"has no {attribute!r}" if fn is None else \
+            f"has {attribute!r}, but it is a {type(fn).__name__}, not a function"
+        raise Refused(f"objective {module}:{attribute}: module {module!r} (imported from "
+                      f"{getattr(imported, '__file__', None) or '?'}) {what}; if the module "
+                      f"changed, restart the workers: a worker imports it once")
     return fn  # type: ignore[no-any-return]
 
 

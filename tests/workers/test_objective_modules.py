@@ -30,15 +30,19 @@ def _trials(url: str, sid: int) -> list[dict[str, Any]]:
 
 
 def _dispatch_and_finish(system: dict[str, Any], objective: str, worker_env: dict[str, str],
-                         n: int = 2) -> list[dict[str, Any]]:
-    """Dispatch ``n`` evaluations of ``objective`` to one worker with ``worker_env``; the
-    study's trials once the dispatch is done, or paused (by a worker that refused it)."""
+                         n: int = 2, parallelism: int = 1,
+                         sid: int | None = None) -> list[dict[str, Any]]:
+    """Dispatch ``n`` evaluations of ``objective`` to one worker with ``worker_env`` (a new
+    study and worker, or study ``sid`` and the workers already there); the study's trials once
+    the dispatch is done, or paused (by a worker that refused it)."""
     url = system["server"].url
-    sid = dispatch_study(url, X, objective, name=uuid.uuid4().hex, max_attempts=3,
-                         lease_seconds=30.0)
-    system["workers"] += runner.spawn(system["redis"].url, 1, env={"BBKB_URL": url, **worker_env})
-    r = http.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": n,
-                                                             "parallelism": 1})
+    if sid is None:
+        sid = dispatch_study(url, X, objective, name=uuid.uuid4().hex, max_attempts=3,
+                             lease_seconds=30.0)
+        system["workers"] += runner.spawn(system["redis"].url, 1,
+                                          env={"BBKB_URL": url, **worker_env})
+    r = http.post(f"{url}/v1/studies/{sid}/dispatch", json={
+        "n_evaluations": n, "parallelism": parallelism, "objective": objective})
     assert r.status_code == 200, r.text  # the server (BBKB_OBJECTIVE_MODULES=tests) allows it
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -84,6 +88,44 @@ def test_a_worker_runs_exactly_what_its_list_allows(system, tmp_path):
     assert "'tests.workers.objective_fns' is not allowed on this worker" in trials[0]["error"]
 
 
+@pytest.mark.parametrize("objective, reason", [
+    ("tests.workers.objective_fns:missing",
+     "module 'tests.workers.objective_fns' (imported from "),
+    ("tests.workers.test_worker_failures:free_port", "defined in module 'service.processes'"),
+    ("tests.workers.test_worker_failures:X", "but it is a ndarray, not a function")])
+def test_an_objective_no_worker_can_run_pauses_the_dispatch_and_fails_no_trial(system,
+                                                                               objective,
+                                                                               reason):
+    """A typo in the function's name (or a function the allowed module imported, or not a
+    function) is the setup's fault, as a missing module is: the dispatch pauses and its trials
+    go back to the pool, the attempt not counted. Before, the 25 evaluations of a 4-slot
+    dispatch were 'done' within a second, every trial failed for good (its candidate never
+    proposed again). A dispatch of the corrected objective then runs on the same trials."""
+    url = system["server"].url
+    sid = dispatch_study(url, X, objective, max_attempts=3, lease_seconds=30.0)
+    system["workers"] += runner.spawn(system["redis"].url, 2, env={"BBKB_URL": url})
+    _dispatch_and_finish(system, objective, {}, n=25, parallelism=4, sid=sid)
+    deadline = time.monotonic() + 30  # jobs taken before the pause give their trials back
+    trials = _trials(url, sid)
+    while any(t["status"] == "running" for t in trials) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        trials = _trials(url, sid)
+    assert http.get(f"{url}/v1/studies/{sid}/dispatch").json()["status"] == "paused"
+    assert {t["status"] for t in trials} == {"pending"}, trials
+    assert {t["attempt"] for t in trials} == {0}, trials
+    with_reason = [t["error"] for t in trials if t["error"]]
+    assert with_reason and all(reason in e and "the dispatch is paused" in e and
+                               "dispatch again with the corrected --objective" in e
+                               for e in with_reason), with_reason
+    if objective.endswith(":missing"):
+        assert "has no 'missing'; if the module changed, restart the workers" in with_reason[0]
+
+    trials = _dispatch_and_finish(system, "tests.workers.objective_fns:quadratic", {}, n=3,
+                                  parallelism=2, sid=sid)
+    counts = http.get(f"{url}/v1/studies/{sid}").json()["counts"]
+    assert counts.get("completed") == 3 and not counts.get("failed"), (counts, trials)
+
+
 def test_an_invalid_list_imports_nothing(monkeypatch, tmp_path):
     """A list that does not parse allows no import path (built-ins still resolve); a worker
     started with one stops at start (test_worker_failures), this covers a list changed under
@@ -103,16 +145,18 @@ def test_only_public_functions_defined_in_an_allowed_module_are_objectives(monke
     """helper-46's review: with ``tests`` allowed, ``tests:__init__`` rewrote the package's
     __name__ from a categorical parameter, and a function the module imported from elsewhere
     (``from service.processes import free_port``) was callable through it."""
-    from workers.objectives import resolve
+    from workers.objectives import Refused, resolve
 
     monkeypatch.setenv("BBKB_OBJECTIVE_MODULES", "tests")
     for private in ("tests:__init__", "tests.workers.objective_fns:_x"):
-        with pytest.raises(ValueError, match="is a private name"):
+        with pytest.raises(Refused, match="is a private name"):
             resolve(private)
-    with pytest.raises(ValueError, match="defined in module 'service.processes'"):
+    with pytest.raises(Refused, match="defined in module 'service.processes'"):
         resolve("tests.workers.test_worker_failures:free_port")
-    with pytest.raises(ValueError, match="is a ndarray, not a function"):
+    with pytest.raises(Refused, match="is a ndarray, not a function"):
         resolve("tests.workers.test_worker_failures:X")
+    with pytest.raises(Refused, match="has no 'missing'"):
+        resolve("tests.workers.objective_fns:missing")
     assert resolve("tests.workers.objective_fns:quadratic").defined_in == (
         "tests.workers.objective_fns")
 
