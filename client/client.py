@@ -22,6 +22,7 @@ import httpx2
 from service.api.schemas import QueueState, StudyCreate, StudyList, StudyPublic
 
 from .errors import (
+    APIError,
     BBKBError,
     InvalidArgument,
     NotFoundError,
@@ -139,8 +140,26 @@ class Client:
         if response.status_code >= 400:
             response.read()
             response.close()
-            raise error_from_response(response)
+            error = error_from_response(response)
+            hint = self._hint(error, method, path)
+            raise error if hint is None else type(error)(
+                error.status_code, error.detail, error.field, hint=hint)
         return response
+
+    def _hint(self, error: APIError, method: str, path: str) -> str | None:
+        """Advice on an error the client's own configuration likely caused: no such route (a
+        url ending in /v1: every path starts with it), or no API key for a server with keys."""
+        if error.status_code == 404 and error.field is None:  # the framework's: no route
+            where = f"no API route {method} {self.url}{path}"
+            base = self.url.removesuffix("/v1")
+            if base != self.url:
+                return (f"{where}: the url (or BBKB_URL) is the server's address without "
+                        f"/v1, e.g. Client({base!r})")
+            return f"{where}: is {self.url} a bbkb server's address (e.g. {DEFAULT_URL})?"
+        if error.status_code == 401 and not self.api_key:
+            return ("this server needs an API key: Client(api_key=...), or set BBKB_API_KEY "
+                    "(or BBKB_API_KEY_FILE)")
+        return None
 
     def _send(self, method: str, path: str, *, idempotent: bool, stream: bool,
               **kwargs: Any) -> httpx2.Response:

@@ -37,14 +37,17 @@ class BBKBError(Exception):
 
 
 class APIError(BBKBError):
-    """The server answered with an error status; ``detail`` and ``field`` come from its body."""
+    """The server answered with an error status; ``detail`` and ``field`` come from its body,
+    ``hint`` (None, or advice the SDK adds, e.g. on a url ending in /v1) is in ``str()``."""
 
-    def __init__(self, status_code: int, detail: str, field: str | None = None) -> None:
+    def __init__(self, status_code: int, detail: str, field: str | None = None, *,
+                 hint: str | None = None) -> None:
         self.status_code = status_code
         self.detail = detail
         self.field = field
+        self.hint = hint
         where = f" (field: {field})" if field else ""
-        super().__init__(f"{status_code}: {detail}{where}")
+        super().__init__(f"{status_code}: {detail}{where}" + (f"; {hint}" if hint else ""))
 
 
 class AuthenticationError(APIError):

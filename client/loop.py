@@ -11,6 +11,12 @@ the reason; a result that is not a finite number fails it for good. The loop end
 ``n_evaluations`` of its trials are completed or failed for good, or earlier, with a warning,
 once the study has no candidate left to propose (``deterministic``: each is evaluated once).
 
+A broken ``fn`` (wrong parameter names, a missing file, no ``return``) would fail every trial
+for good: after ``max_consecutive_errors`` trials failed in a row (no value between them) the
+loop gives the trials back and raises ``fn``'s exception, and a failure that would end a trial
+for good waits for the next value unless it is the only one since a value (see
+:mod:`client.streak`). ``max_consecutive_errors=None``: every failure counts at once, as before.
+
 While the server is unavailable (a restart), every request of the loop is retried, finished values
 are kept until they are posted, and evaluations go on; the loop raises
 :class:`~client.errors.ServerUnavailable` only once the server has been unreachable for
@@ -40,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from service.api.schemas import REASON_LIMIT, VALUE_LIMIT, TrialPublic
 
 from .errors import BBKBError, ConflictError, ServerUnavailable, ValidationError
+from .streak import Held, Streak
 
 if TYPE_CHECKING:
     from .study import Study
@@ -52,6 +59,8 @@ R = TypeVar("R")
 MAX_OUTAGE = 120.0
 #: Distinct failure reasons of one run logged as warnings (the rest at INFO).
 MAX_WARNED_REASONS = 10
+#: Default of ``max_consecutive_errors``: failures of ``fn`` in a row that stop the loop.
+MAX_CONSECUTIVE_ERRORS = 5
 
 
 @dataclass(frozen=True)
@@ -68,10 +77,15 @@ class OptimizeResult:
 def optimize(study: Study, fn: Callable[..., Any], n_evaluations: int, *, n_workers: int = 4,
              executor: Literal["thread", "process"] = "thread", progress: bool = True,
              worker_id_prefix: str = "sdk", vector: bool = False,
-             max_outage: float = MAX_OUTAGE) -> OptimizeResult:
+             max_outage: float = MAX_OUTAGE,
+             max_consecutive_errors: int | None = MAX_CONSECUTIVE_ERRORS) -> OptimizeResult:
     """Run ``fn`` on ``n_evaluations`` trials of ``study`` with ``n_workers`` parallel slots."""
     if n_evaluations < 1 or n_workers < 1:
         raise ValueError("n_evaluations and n_workers must be >= 1")
+    if max_consecutive_errors is not None and not (
+            isinstance(max_consecutive_errors, int) and max_consecutive_errors >= 1):
+        raise ValueError(f"max_consecutive_errors must be None or an int >= 1, not "
+                         f"{max_consecutive_errors!r}")
     outage = Outage(max_outage, study.client.backoff)
     if executor == "process":
         _check_picklable(fn)
@@ -81,7 +95,8 @@ def optimize(study: Study, fn: Callable[..., Any], n_evaluations: int, *, n_work
     else:
         raise ValueError(f"executor must be 'thread' or 'process', not {executor!r}")
     start = time.monotonic()
-    run = _Run(study, fn, n_evaluations, n_workers, worker_id_prefix, vector, progress, outage)
+    run = _Run(study, fn, n_evaluations, n_workers, worker_id_prefix, vector, progress, outage,
+               max_consecutive_errors)
     try:
         run.loop(pool)
     except BaseException as exc:
@@ -91,7 +106,7 @@ def optimize(study: Study, fn: Callable[..., Any], n_evaluations: int, *, n_work
         raise
     finally:
         run.bar.close()
-    pool.shutdown()
+    pool.shutdown()  # (no trial is held: held ones count as in progress, settled at the end)
     return OptimizeResult(best=run.call(study.best), n_completed=run.n_completed,
                           n_failed=run.n_failed, n_retried=run.n_retried,
                           elapsed=time.monotonic() - start)
@@ -137,15 +152,17 @@ class _Run:
     """The state of one optimize() call; every method runs in the calling thread."""
 
     def __init__(self, study: Study, fn: Callable[..., Any], n: int, n_workers: int,
-                 prefix: str, vector: bool, progress: bool, outage: Outage) -> None:
+                 prefix: str, vector: bool, progress: bool, outage: Outage,
+                 max_errors: int | None = MAX_CONSECUTIVE_ERRORS) -> None:
         info = study.info
         self.study, self.fn, self.n, self.vector = study, fn, n, vector
         self.names = list(info.parameter_names)
         self.maximize = info.direction == "maximize"
         self.best = None if info.best is None else info.best.value
         self.beat_every = float(info.spec.get("lease_seconds", 300.0)) / 3
-        run_id = uuid.uuid4().hex[:8]
-        self.workers = [f"{prefix}-{run_id}-{slot}" for slot in range(n_workers)]
+        self.run_name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self.workers = [f"{self.run_name}-{slot}" for slot in range(n_workers)]
+        self.renamed = 0  # slots given a new worker id (see hold)
         self.free = list(range(n_workers))[::-1]
         self.running: dict[Future[Any], tuple[int, TrialPublic, float]] = {}
         self.n_completed = self.n_failed = self.n_retried = 0
@@ -153,6 +170,8 @@ class _Run:
         self.reasons: set[str] = set()  # failure reasons already logged as a warning
         self.ask_after = 0.0
         self.batches: dict[int, set[int]] = {}
+        self.streak = None if max_errors is None else Streak(
+            max_errors, int(info.spec.get("max_attempts", 3)))
         self.bar = _Progress(progress, n, f"study {study.id}")
         self.call = outage.call
 
@@ -162,9 +181,11 @@ class _Run:
 
     @property
     def n_in_progress(self) -> int:
-        """Trials being evaluated and not counted yet: a trial handed again after a lost lease
-        runs twice, and one copy may go on after the other's outcome was counted."""
-        return len({trial.id for _, trial, _ in self.running.values()} - self.counted)
+        """Trials being evaluated and not counted yet (a trial handed again after a lost lease
+        runs twice, and one copy may go on after the other's outcome was counted), and the
+        held ones, which will be outcomes too."""
+        held = len(self.streak.held) if self.streak else 0
+        return len({trial.id for _, trial, _ in self.running.values()} - self.counted) + held
 
     def loop(self, pool: Executor) -> None:
         while self.n_done < self.n:
@@ -173,6 +194,10 @@ class _Run:
             if self.ask_after:
                 timeout = min(timeout, max(self.ask_after - time.monotonic(), 0.0))
             if not self.running:
+                if self.streak and self.streak.held and (
+                        self.ask_after or self.n_done + self.n_in_progress >= self.n):
+                    self.settle()  # no value can come: a sync batch waits for them, or
+                    continue  # they are all the evaluations left
                 time.sleep(min(timeout, 1.0))
                 continue
             finished, _ = wait(list(self.running), timeout=timeout, return_when=FIRST_COMPLETED)
@@ -218,11 +243,14 @@ class _Run:
             value, problem = as_value(future.result())
         except Exception as exc:  # noqa: BLE001 - fn's errors become failed trials
             reason = traceback.format_exception_only(exc)[-1].strip()
-            self.fail(trial, reason, retryable=True, worker=worker)
+            self.error(trial, reason, exc, retryable=True, slot=slot)
             return
         if value is None:
-            self.fail(trial, problem or "no value", retryable=False, worker=worker)
+            problem = problem or "no value"
+            self.error(trial, problem, ValueError(problem), retryable=False, slot=slot)
             return
+        for held in self.streak.value() if self.streak else ():  # they failed on their own
+            self.fail(held.trial, held.reason, retryable=held.retryable, worker=held.worker)
         try:
             self.call(self.study.tell, trial.id, value, worker_id=worker)
         except ConflictError as exc:  # e.g. lease lost and the trial abandoned meanwhile
@@ -235,11 +263,50 @@ class _Run:
             self.best = value
         self.bar.advance(self.best)
 
-    def fail(self, trial: TrialPublic, reason: str, *, retryable: bool, worker: str) -> None:
+    def error(self, trial: TrialPublic, reason: str, error: BaseException, *,
+              retryable: bool, slot: int) -> None:
+        """fn raised ``error`` or returned no number (``reason``; not ``retryable``): fail the
+        trial, hold it, or stop the loop, as the streak of failures says (client.streak)."""
+        worker = self.workers[slot]
+        action = "fail" if self.streak is None else self.streak.failed(trial, retryable)
+        if action == "fail":
+            self.fail(trial, reason, retryable=retryable, worker=worker)
+        elif action == "hold":  # its heartbeats go on; the slot asks under a new worker id
+            assert self.streak is not None
+            self.streak.held[trial.id] = Held(trial, worker, _reason(reason), retryable, error,
+                                              time.monotonic())
+            self.renamed += 1
+            self.workers[slot] = f"{self.run_name}-{slot}.{self.renamed}"
+            log.info("trial %s: %s; held until fn returns a value", trial.id, reason)
+        else:
+            self.fail(trial, reason, retryable=True, worker=worker, release=True)
+            self.stop(error)
+
+    def settle(self) -> None:
+        """Judge the held trials without a value to come (a sync batch waits for them, or they
+        are the last evaluations): fail them for good if fn returned a value in this run or
+        failed on no other trial, else stop."""
+        assert self.streak is not None
+        if not (self.streak.fn_works or len(self.streak.failing) == 1):
+            self.stop()
+        for held in self.streak.settle():
+            self.fail(held.trial, held.reason, retryable=held.retryable, worker=held.worker)
+
+    def stop(self, error: BaseException | None = None) -> None:
+        """Raise ``error`` (default: the latest held one's) with the streak's note; optimize()
+        then gives the running and held trials back."""
+        assert self.streak is not None
+        if error is None:
+            error = list(self.streak.held.values())[-1].error
+        error.add_note(self.streak.note())
+        raise error
+
+    def fail(self, trial: TrialPublic, reason: str, *, retryable: bool, worker: str,
+             release: bool = False) -> None:
         reason = _reason(reason)
         try:
             status = self.call(self.study.fail, trial.id, reason, retryable,
-                               worker_id=worker).status
+                               worker_id=worker, release=release).status
         except BBKBError as exc:  # e.g. a 409 or the server down: its lease will expire instead
             log.warning("could not fail trial %s: %s", trial.id, exc)
             return
@@ -255,7 +322,8 @@ class _Run:
             return
         self.reasons.add(reason)  # a broken fn is seen at once, without logging set up
         log.warning("trial %s failed (%s): %s (again: logged at INFO)", trial.id,
-                    "for good" if status == "failed" else "retried", reason)
+                    "for good" if status == "failed" else "given back" if release
+                    else "retried", reason)
 
     def first_outcome(self, trial: TrialPublic) -> bool:
         """Whether ``trial``'s outcome is new to this run. A lost lease hands the trial again
@@ -278,21 +346,33 @@ class _Run:
                 except ConflictError as exc:
                     log.warning("lease of trial %s lost: %s", trial.id, exc)
                 self.running[future] = (slot, trial, now)
+        for held in self.streak.held.values() if self.streak else ():
+            if now - held.beat >= self.beat_every:
+                try:
+                    self.call(self.study.heartbeat, held.trial.id, held.worker)
+                except ConflictError as exc:
+                    log.warning("lease of trial %s lost: %s", held.trial.id, exc)
+                held.beat = now
 
     def give_back(self, reason: str) -> None:
         """Best effort: return unfinished trials to the pool instead of waiting for leases,
         without counting an attempt (``release``: an interrupted evaluation did not fail; with
         ``max_attempts`` 1 it failed the trial for good). Stops at the first unreachable
-        server: each call would go through the client's retries (seconds per trial)."""
-        for slot, trial, _ in self.running.values():
+        server: each call would go through the client's retries (seconds per trial). Held
+        trials (client.streak) go back too, with their failure as the reason."""
+        held = self.streak.held.values() if self.streak else ()
+        for trial, worker, why in [*((trial, self.workers[slot], reason)
+                                     for slot, trial, _ in self.running.values()),
+                                   *((h.trial, h.worker, h.reason) for h in held)]:
             try:
-                self.study.fail(trial.id, reason, True, worker_id=self.workers[slot],
-                                release=True)
+                self.study.fail(trial.id, why, True, worker_id=worker, release=True)
             except ServerUnavailable:
                 break
             except BBKBError:
                 pass
         self.running.clear()
+        if self.streak:
+            self.streak.held.clear()
 
 
 class Outage:

@@ -8,7 +8,7 @@ import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 import httpx2
 
@@ -35,7 +35,7 @@ from service.api.schemas import (
 )
 
 from .errors import ConflictError, InvalidArgument, ServerUnavailable, validated
-from .loop import MAX_OUTAGE, Outage
+from .loop import MAX_CONSECUTIVE_ERRORS, MAX_OUTAGE, Outage
 from .records import to_dataframe, trial_record
 
 if TYPE_CHECKING:
@@ -265,21 +265,36 @@ class Study:
             except OSError as exc:  # named by the path asked for, not the temporary one
                 raise type(exc)(exc.errno, exc.strerror, str(target)) from None
             with out:
-                for chunk in response.iter_bytes():
-                    out.write(chunk)
+                self._stream(response, out)
             if atomic:
                 if final.exists():
                     shutil.copymode(final, partial)
                 os.replace(partial, final)
-        except httpx2.TransportError as exc:
-            raise ServerUnavailable(f"GET {self.client.url}{self._path('/export')}: the answer "
-                                    f"broke off: {type(exc).__name__}: {exc}",
-                                    attempts=1) from exc
         finally:
             response.close()
             if atomic:
                 partial.unlink(missing_ok=True)
         return target
+
+    def write_csv(self, out: BinaryIO) -> None:
+        """Write every trial as :meth:`export_csv` does into an open binary file, as it
+        arrives (``sys.stdout.buffer``: ``bbkb study export -o -``). If the connection breaks
+        meanwhile, ServerUnavailable, with part of the CSV written."""
+        response = self.client.request("GET", self._path("/export"), stream=True)
+        try:
+            self._stream(response, out)
+        finally:
+            response.close()
+
+    def _stream(self, response: httpx2.Response, out: BinaryIO) -> None:
+        """Copy the export's body into ``out``; a broken connection is ServerUnavailable."""
+        try:
+            for chunk in response.iter_bytes():
+                out.write(chunk)
+        except httpx2.TransportError as exc:
+            raise ServerUnavailable(f"GET {self.client.url}{self._path('/export')}: the answer "
+                                    f"broke off: {type(exc).__name__}: {exc}",
+                                    attempts=1) from exc
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -377,19 +392,25 @@ class Study:
     def optimize(self, fn: Callable[..., Any], n_evaluations: int, *, n_workers: int = 4,
                  executor: Literal["thread", "process"] = "thread", progress: bool = True,
                  worker_id_prefix: str = "sdk", vector: bool = False,
-                 max_outage: float = MAX_OUTAGE) -> OptimizeResult:
+                 max_outage: float = MAX_OUTAGE,
+                 max_consecutive_errors: int | None = MAX_CONSECUTIVE_ERRORS
+                 ) -> OptimizeResult:
         """Evaluate ``fn`` on the study's suggestions until ``n_evaluations`` results are in.
 
         ``fn`` takes the named parameters as keyword arguments (``fn(**parameters)``), or with
         ``vector=True`` one list of values in ``parameter_names`` order. A server restart is
         ridden out: requests are retried, and results kept, until the server has been
-        unavailable for ``max_outage`` seconds (then ServerUnavailable). See :mod:`client.loop`.
+        unavailable for ``max_outage`` seconds (then ServerUnavailable). An exception of ``fn``
+        fails its trial (retried up to the study's ``max_attempts``); once ``fn`` has failed
+        ``max_consecutive_errors`` times in a row (None: never), the loop gives the trials back
+        and raises its exception: a broken ``fn`` costs at most one candidate. See
+        :mod:`client.loop`.
         """
         from .loop import optimize
 
         return optimize(self, fn, n_evaluations, n_workers=n_workers, executor=executor,
                         progress=progress, worker_id_prefix=worker_id_prefix, vector=vector,
-                        max_outage=max_outage)
+                        max_outage=max_outage, max_consecutive_errors=max_consecutive_errors)
 
 
 def _check_worker_id(worker_id: object) -> None:

@@ -80,20 +80,147 @@ def test_exceptions_fail_the_trial_retryably_and_the_study_carries_on(bbkb):
     assert all(t.error.startswith("RuntimeError: flaky at") for t in retried)
 
 
+def wrong_signature(x: float) -> float:  # the study's parameters are x0 and x1
+    return x
+
+
 def test_a_broken_fn_is_reported_once_as_a_warning(bbkb, caplog):
     """Without a progress bar or logging set up, a fn that cannot run returned best=None and
     n_failed quietly; each distinct reason is now one warning (Python prints warnings)."""
-    def wrong_signature(x: float) -> float:
-        return x
-
     X = np.random.default_rng(5).random((40, 2))
     study = bbkb.create_study("broken", candidates=X, engine={"strategy": "uniform"})
     caplog.set_level(logging.WARNING, logger="bbkb.client")
-    result = study.optimize(wrong_signature, 6, n_workers=2, progress=False)
+    result = study.optimize(wrong_signature, 6, n_workers=2, progress=False,
+                            max_consecutive_errors=None)  # every failure counts, as before
     assert result.best is None and result.n_failed == 6
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
     assert "unexpected keyword argument 'x0'" in warnings[0], warnings
+
+
+@pytest.mark.parametrize("n_workers, max_attempts", [(1, 3), (4, 3), (1, 1), (2, 5)])
+def test_a_broken_fn_stops_the_loop_with_its_exception(bbkb, n_workers, max_attempts):
+    """A fn that raises on every call (here a wrong parameter name) used to fail every trial
+    for good (after max_attempts tries each): 25 evaluations, 25 candidates the engine never
+    proposed again, and optimize() returned. It now raises fn's own exception once fn failed
+    on max_consecutive_errors trials in a row, every trial back in the pool."""
+    X = np.random.default_rng(5).random((40, 2))
+    study = bbkb.create_study("broken", candidates=X, engine={"strategy": "uniform"},
+                              max_attempts=max_attempts)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'x0'") as raised:
+        study.optimize(wrong_signature, 25, n_workers=n_workers, progress=False)
+    assert "fn failed on 5 trials in a row" in "".join(raised.value.__notes__)
+    trials = list(study.trials())
+    assert {t.status for t in trials} == {"pending"}, [(t.status, t.error) for t in trials]
+    assert len(trials) >= 5 and all(t.attempt < max_attempts for t in trials), trials
+    assert all("unexpected keyword argument 'x0'" in (t.error or "") or
+               t.error == "optimize() stopped before the evaluation finished"
+               for t in trials), [t.error for t in trials]
+
+
+def test_a_fn_that_returns_no_number_stops_the_loop_with_a_valueerror(bbkb):
+    """A forgotten ``return``: each None failed its trial for good at once."""
+    def no_return(x0: float, x1: float) -> None:
+        x0 + x1  # noqa: B018
+
+    X = np.random.default_rng(6).random((40, 2))
+    study = bbkb.create_study("none", candidates=X, engine={"strategy": "uniform"})
+    with pytest.raises(ValueError, match="fn returned NoneType None, not a number"):
+        study.optimize(no_return, 25, n_workers=3, progress=False)
+    assert study.info.counts.get("failed", 0) == 0
+
+
+def test_a_broken_fn_after_values_costs_at_most_one_candidate(bbkb):
+    """fn works, then breaks (a full disk, a dead instrument): the first trial it fails on
+    alone fails for good (a bad candidate, as far as one slot can tell), the next ones wait
+    for a value that never comes, and the loop stops."""
+    calls = 0
+
+    def breaks(x0: float, x1: float) -> float:
+        nonlocal calls
+        calls += 1
+        if calls > 4:
+            raise OSError(28, "No space left on device")
+        return bump(x0, x1)
+
+    X = np.random.default_rng(7).random((40, 2))
+    study = bbkb.create_study("breaks", candidates=X, engine={"strategy": "uniform"})
+    with pytest.raises(OSError, match="No space left"):
+        study.optimize(breaks, 25, n_workers=1, progress=False)
+    counts = study.info.counts
+    assert (counts.get("completed"), counts.get("failed", 0)) == (4, 1), counts
+
+
+def test_a_held_failure_fails_for_good_once_fn_gives_a_value(bbkb):
+    """The first candidate fn sees always fails (one slot: the server hands it again at once,
+    max_attempts times): with no value yet, the trial is held while the others are evaluated,
+    and fails for good at the first value. The budget counts it: exactly n outcomes."""
+    first: list[float] = []
+
+    def first_is_bad(x0: float, x1: float) -> float:
+        if not first:
+            first.append(x0)
+        if x0 == first[0]:
+            raise ArithmeticError("diverged")
+        return bump(x0, x1)
+
+    X = np.random.default_rng(9).random((40, 2))
+    study = bbkb.create_study("first", candidates=X,
+                              engine={"strategy": "uniform", "deterministic": True})
+    result = study.optimize(first_is_bad, 6, n_workers=1, progress=False)
+    assert (result.n_completed, result.n_failed) == (5, 1), result
+    (failed,) = study.trials(status="failed")
+    assert failed.parameters["x0"] == first[0] and failed.attempt == 3, failed
+
+
+def test_in_sync_mode_a_held_trial_the_batch_waits_for_is_settled(bbkb):
+    """A held trial can hold up a sync batch, so that no value can come: alone, it fails for
+    good (a bad first candidate: the run goes on); with another trial failed too, the loop
+    stops (a broken fn: one candidate lost at most)."""
+    engine = {"strategy": "bbkb", "mode": "sync", "seed": 1}
+    X = np.random.default_rng(2).random((150, 2))
+    first: list[float] = []
+
+    def first_is_bad(x0: float, x1: float) -> float:
+        if not first:
+            first.append(x0)
+        if x0 == first[0]:
+            raise ArithmeticError("diverged")
+        return bump(x0, x1)
+
+    study = bbkb.create_study("bad-first", candidates=X, engine=engine)
+    result = study.optimize(first_is_bad, 12, n_workers=1, progress=False)
+    assert (result.n_completed, result.n_failed) == (11, 1), result
+
+    study = bbkb.create_study("broken", candidates=X, engine=engine)
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        study.optimize(wrong_signature, 12, n_workers=3, progress=False)
+    counts = study.info.counts
+    assert counts["failed"] <= 1 and counts["running"] == 0 and not counts["completed"], counts
+
+
+def test_failures_between_values_fail_their_trials_and_the_loop_goes_on(bbkb):
+    """A candidate fn always fails on (a bad region) fails for good after max_attempts, as
+    before, while the other candidates give values; the loop does not stop, although the
+    failing trial is handed again at once and fails max_attempts times in a row."""
+    def bad_region(x0: float, x1: float) -> float:
+        if x0 < 0.2:
+            raise ArithmeticError(f"diverged at {x0:.2f}")
+        return bump(x0, x1)
+
+    X = np.random.default_rng(8).random((150, 2))
+    study = bbkb.create_study("region", candidates=X, engine={
+        "strategy": "uniform", "seed": 2, "deterministic": True})  # a fixed order of draws
+    result = study.optimize(bad_region, 40, n_workers=1, progress=False)
+    assert result.n_completed + result.n_failed == 40 and result.n_failed >= 2, result
+    failed = list(study.trials(status="failed"))
+    assert all(t.attempt == 3 and t.parameters["x0"] < 0.2 for t in failed), failed
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2.5, "5"])
+def test_max_consecutive_errors_is_checked(study, limit):
+    with pytest.raises(ValueError, match="max_consecutive_errors must be None or an int"):
+        study.optimize(bump, 5, progress=False, max_consecutive_errors=limit)
 
 
 @pytest.mark.parametrize("bad, reason", [(float("nan"), "not a finite number"),
@@ -106,7 +233,8 @@ def test_non_numbers_fail_for_good(bbkb, bad, reason):
 
     X = np.random.default_rng(4).random((150, 2))
     study = bbkb.create_study("bad", candidates=X, engine={"strategy": "uniform"})
-    result = study.optimize(sometimes_bad, 20, n_workers=2, progress=False)
+    result = study.optimize(sometimes_bad, 20, n_workers=2, progress=False,
+                            max_consecutive_errors=None)  # 5 bad in a row: 1 run in ~25
     assert result.n_completed + result.n_failed == 20 and result.n_failed > 0
     failed = list(study.trials(status="failed"))
     assert len(failed) == result.n_failed
@@ -193,7 +321,8 @@ def test_a_reason_the_server_would_refuse_is_cut_or_escaped(bbkb, message):
 
     X = np.random.default_rng(6).random((60, 2))
     study = bbkb.create_study("odd", candidates=X, engine={"strategy": "uniform"})
-    result = study.optimize(odd, 12, n_workers=2, progress=False)
+    result = study.optimize(odd, 12, n_workers=2, progress=False,
+                            max_consecutive_errors=None)  # half the candidates fail
     assert result.n_completed + result.n_failed == 12 and result.n_failed > 0
     errors = {t.error for t in study.trials() if t.error}
     expected = ("ValueError: " + message)[: REASON_LIMIT - 1] + "\u2026" if len(message) > 100 \
@@ -214,7 +343,7 @@ def test_giving_back_releases_and_stops_at_the_first_unreachable_server():
             raise ServerUnavailable("down", attempts=6)
 
     run = object.__new__(_Run)
-    run.study, run.workers = Down(), ["w-0", "w-1", "w-2"]
+    run.study, run.workers, run.streak = Down(), ["w-0", "w-1", "w-2"], None
     run.running = {object(): (slot, SimpleNamespace(id=10 + slot), 0.0) for slot in range(3)}
     run.give_back("stopped")
     assert calls == [(10, {"worker_id": "w-0", "release": True})] and run.running == {}
