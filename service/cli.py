@@ -117,13 +117,43 @@ def _migrate(_: argparse.Namespace) -> int:
     return 0
 
 
+def _keys_database(command: str, create: bool | None) -> tuple[str, bool]:
+    """The database the keys commands use, as printed (a SQLite file's absolute path, else the
+    URL without its password), and whether it is a new SQLite file. SystemExit, in one line,
+    where a SQLite file does not exist yet and connecting would create it: a key written into
+    a new, empty database is one the server refuses (run in another directory, ``./bbkb-data``
+    is another database). It is created only for ``keys create`` / ``ensure`` given
+    ``--create`` (``create``) or a database named explicitly (``--data-dir``,
+    ``BBKB_DATA_DIR``, ``BBKB_DATABASE_URL``); ``list`` and ``revoke`` (``create`` None)
+    never create one."""
+    from sqlalchemy.engine import make_url
+
+    from .settings import Settings
+    from .store.database import sqlite_path
+
+    url = str(Settings().database_url)
+    path = sqlite_path(url)
+    if path is None:
+        return make_url(url).render_as_string(hide_password=True), False
+    path = path.absolute()
+    explicit = bool(os.environ.get("BBKB_DATABASE_URL") or os.environ.get("BBKB_DATA_DIR"))
+    if path.exists() or (create is not None and (create or explicit)):
+        return str(path), not path.exists()
+    where = ("run it where the server runs, or name the server's database with --data-dir, "
+             "BBKB_DATA_DIR or BBKB_DATABASE_URL")
+    if create is not None:
+        where += "; --create makes a new database here"
+    raise SystemExit(f"bbkb keys {command}: no database at {path}: {where}")
+
+
 @contextlib.contextmanager
-def _keys_session() -> Iterator[Session]:
+def _keys_session(command: str, create: bool | None = None) -> Iterator[Session]:
     """One transaction on the settings' database, its schema made or checked first (the keys
-    commands)."""
+    commands); see :func:`_keys_database` for when it may be created."""
     from .store.database import session_factory, transaction
     from .store.migrate import ensure_schema
 
+    _keys_database(command, create)
     with _engine() as engine:
         ensure_schema(engine)
         with transaction(session_factory(engine)) as session:
@@ -137,17 +167,19 @@ _TIME = "%Y-%m-%d %H:%M:%S"
 def _keys_create(args: argparse.Namespace) -> int:
     from .auth import create_key
 
-    with _keys_session() as session:
+    database, new = _keys_database("create", args.create)
+    with _keys_session("create", args.create) as session:
         token = create_key(session, args.owner)
     print(token)
-    print(f"(API key for owner {args.owner!r}: shown once, store it now)", file=sys.stderr)
+    print(f"(API key for owner {args.owner!r} in {'the new' if new else 'the'} database "
+          f"{database}: shown once, store it now)", file=sys.stderr)
     return 0
 
 
 def _keys_list(args: argparse.Namespace) -> int:
     from .auth import list_keys
 
-    with _keys_session() as session:
+    with _keys_session("list") as session:
         keys = list_keys(session, args.owner)
     print(f"{'KEY':<15} {'OWNER':<20} {'CREATED':<20} REVOKED")
     for key in keys:
@@ -161,7 +193,7 @@ def _keys_revoke(args: argparse.Namespace) -> int:
     from .auth import revoke_key
 
     try:
-        with _keys_session() as session:
+        with _keys_session("revoke") as session:
             key, now = revoke_key(session, args.key)
     except LookupError as exc:
         raise SystemExit(f"bbkb keys revoke: {exc.args[0]}") from None
@@ -180,7 +212,8 @@ def _keys_ensure(args: argparse.Namespace) -> int:
         raise SystemExit("bbkb keys ensure: --file or BBKB_API_KEY_FILE is required")
     path = Path(args.file)
     held = path.read_text().strip() if path.is_file() else ""
-    with _keys_session() as session:
+    database, _ = _keys_database("ensure", args.create)
+    with _keys_session("ensure", args.create) as session:
         try:
             valid = (authenticate(session, f"Bearer {held}")
                      == owner_id_for(session, args.owner))
@@ -196,7 +229,8 @@ def _keys_ensure(args: argparse.Namespace) -> int:
         else:
             path.chmod(0o600)
     state = "kept" if valid else "created"
-    print(f"API key of owner {args.owner!r} in {path}: {state}", file=sys.stderr)
+    print(f"API key of owner {args.owner!r} in {path}: {state} (database {database})",
+          file=sys.stderr)
     return 0
 
 
@@ -234,6 +268,12 @@ def _processes(text: str) -> int:
     if count < 1:
         raise argparse.ArgumentTypeError(f"at least 1 process, got {count}")
     return count
+
+
+#: The keys commands' --create.
+CREATE_HELP = ("create the database if there is none (default: only where --data-dir, "
+               "BBKB_DATA_DIR or BBKB_DATABASE_URL names it; else ./bbkb-data must hold the "
+               "server's)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -286,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     create = keys_sub.add_parser("create", parents=[data_dir],
                                  help="create an API key (prints it once)")
     create.add_argument("--owner", required=True, type=_owner, help="owner name (created if new)")
+    create.add_argument("--create", action="store_true", help=CREATE_HELP)
     create.set_defaults(run=_keys_create)
     ensure = keys_sub.add_parser(
         "ensure", parents=[data_dir],
@@ -293,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     ensure.add_argument("--owner", required=True, type=_owner, help="owner name (created if new)")
     ensure.add_argument("--file", default=env("BBKB_API_KEY_FILE"),
                         help="where the key is kept, mode 0600 (default: BBKB_API_KEY_FILE)")
+    ensure.add_argument("--create", action="store_true", help=CREATE_HELP)
     ensure.set_defaults(run=_keys_ensure)
     listing = keys_sub.add_parser("list", parents=[data_dir],
                                   help="every key: its first characters, owner, dates")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -35,6 +36,8 @@ from . import sheet_cli
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from service.api.schemas import TrialStatus
 
 
 def _engine_option(text: str) -> tuple[str, Any]:
@@ -335,6 +338,16 @@ def _best(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.output == "-":  # stdout, as ask writes it (before: a file named "-")
+        if args.json:
+            raise ValueError("--json prints the file's path and rows on stdout, where -o - "
+                             "writes the CSV: give -o FILE with --json")
+        with _client(args) as client:
+            study = _study(client, args.study)
+            sys.stdout.flush()
+            study.write_csv(sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        return 0
     with _client(args) as client:
         study = _study(client, args.study)
         path = study.export_csv(args.output or f"study-{study.id}.csv")
@@ -355,9 +368,28 @@ def _dispatch_line(study: Study, status: Any) -> str:
             f"(parallelism {status.parallelism}, objective {status.objective})")
 
 
-def _wait_for(study: Study, args: argparse.Namespace) -> int:
-    """Wait for the study's dispatch with a progress bar on stderr; exit 1 if it ends paused
-    or the timeout passes. Ctrl-C stops the waiting, not the dispatch."""
+def _outcomes(counts: dict[str, int]) -> tuple[int, int]:
+    """(completed, failed) trials of a study's counts; abandoned ones count as failed."""
+    return counts.get("completed", 0), counts.get("failed", 0) + counts.get("abandoned", 0)
+
+
+def _last_failure(study: Study) -> str:
+    """The reason of the study's latest trial that failed for good (or was abandoned)."""
+    statuses: tuple[TrialStatus, ...] = ("failed", "abandoned")
+    for status in statuses:
+        trial = next(study.trials(status=status, newest_first=True, page_size=1), None)
+        if trial is not None:
+            return f"trial {trial.id}: {trial.error or 'no reason given'}"
+    return "no reason found"
+
+
+def _wait_for(study: Study, args: argparse.Namespace,
+              before: tuple[int, int] = (0, 0)) -> int:
+    """Wait for the study's dispatch with a progress bar on stderr; exit 1 if it ends paused,
+    the timeout passes, or it is done without one completed evaluation (every one failed: a
+    broken objective) since ``before``, the study's (completed, failed) counts at its start
+    (by default: none, so a study without a completed trial). Ctrl-C stops the waiting, not
+    the dispatch."""
     try:
         status = study.wait(progress=not args.quiet, timeout=args.timeout)
     except TimeoutError:
@@ -369,22 +401,27 @@ def _wait_for(study: Study, args: argparse.Namespace) -> int:
         print(f"stopped waiting; the dispatch goes on (bbkb study wait {study.id})",
               file=sys.stderr)
         return 130
+    completed, failed = _outcomes(study.info.counts)
     if args.json:
         print(json.dumps(status.model_dump(mode="json")))
-    else:
-        counts = study.info.counts  # a dispatch whose trials all failed is done too: say so
-        print(f"{_dispatch_line(study, status)}; the study has {counts.get('completed', 0)} "
-              f"completed and {counts.get('failed', 0)} failed trials")
+    else:  # a dispatch whose trials all failed is done too: say so
+        print(f"{_dispatch_line(study, status)}; the study has {completed} completed and "
+              f"{failed} failed trials")
+    if status.status == "done" and completed == before[0] and failed > before[1]:
+        print(f"error: the dispatch completed none of its evaluations: {failed - before[1]} "
+              f"trial(s) failed for good, the latest {_last_failure(study)}", file=sys.stderr)
+        return 1
     return 0 if status.status in ("done", None) else 1
 
 
 def _dispatch(args: argparse.Namespace) -> int:
     with _client(args) as client:
         study = _study(client, args.study)
+        before = _outcomes(study.info.counts) if args.wait else (0, 0)
         status = study.dispatch(args.n_evaluations, parallelism=args.parallelism,
                                 objective=args.objective, job_timeout=args.job_timeout)
         if args.wait:
-            return _wait_for(study, args)
+            return _wait_for(study, args, before)
     print(json.dumps(status.model_dump(mode="json")) if args.json else
           _dispatch_line(study, status))
     return 0
@@ -482,11 +519,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action.add_argument("study", help=STUDY_HELP)
         action.set_defaults(run=run)
     export = actions.add_parser("export", parents=[common], help="every trial as CSV",
-                                description="Every trial as CSV, one row per trial. With --json, "
+                                description="Every trial as CSV, one row per trial, into a "
+                                            "file, or stdout with -o -. With --json, "
                                             'prints {"path": ..., "rows": ...} on stdout '
                                             "instead of the note 'wrote PATH' on stderr.")
     export.add_argument("study", help=STUDY_HELP)
-    export.add_argument("--output", "-o", help="file to write (default: study-<id>.csv)")
+    export.add_argument("--output", "-o", help="file to write, - for stdout (default: "
+                        "study-<id>.csv)")
     export.set_defaults(run=_export)
     sheet_cli.add_actions(actions, common, STUDY_HELP, _with_study)
 
@@ -527,6 +566,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action.set_defaults(run=_lifecycle)
 
 
+def _key_hint(args: argparse.Namespace) -> str:
+    """Where the refused key came from, or how to give one (a 401)."""
+    if args.api_key:
+        source = "--api-key"
+    elif os.environ.get("BBKB_API_KEY"):
+        source = "BBKB_API_KEY"
+    elif os.environ.get("BBKB_API_KEY_FILE"):
+        source = f"the file BBKB_API_KEY_FILE names ({os.environ['BBKB_API_KEY_FILE']})"
+    else:
+        return ("this server needs an API key: give --api-key KEY or set BBKB_API_KEY (or "
+                "BBKB_API_KEY_FILE, a file holding it); `bbkb keys create --owner NAME` on the "
+                "server's database makes one")
+    return (f"the key of {source}; a key works on the server whose database `bbkb keys "
+            f"create` wrote it into")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a study action; errors become one line on stderr (exit 1, 2 if the server is
     unreachable), not a traceback."""
@@ -541,6 +596,8 @@ def run(args: argparse.Namespace) -> int:
         if exc.status_code == 404 and not where:  # no such route, not a missing study
             where = " (no such API route: give --url / BBKB_URL as the server's address, " \
                     "e.g. http://127.0.0.1:8000, without /v1)"
+        elif exc.status_code == 401:
+            where = f" ({_key_hint(args)})"
         print(f"error: {exc.detail}{where}", file=sys.stderr)
     except BBKBError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -85,3 +85,36 @@ def test_bad_arguments_are_usage_errors(capsys, argv, message):
     with pytest.raises(SystemExit) as exit_:
         main(["study", *argv])
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_dispatch_whose_every_evaluation_failed_exits_1(system, tmp_path, capsys):
+    """An objective that fails every trial for good (here: it returns a string) made
+    ``dispatch --wait`` print "dispatch done, 4 of 4 evaluations done ... 0 completed and 4
+    failed trials" and exit 0, as if all went well. ``wait`` alone says so too, where the study
+    has no completed trial at all."""
+    url = ["--url", system["server"].url]
+    path = tmp_path / "x.csv"
+    np.savetxt(path, np.random.default_rng(0).random((50, 2)), delimiter=",",
+               header="x0,x1", comments="")
+    assert run(capsys, "study", "create", "bad", "--candidates", str(path), "--objective",
+               "tests.workers.objective_fns:text", "-e", "seed=1", *url)[0] == 0
+    system["workers"] += runner.spawn(system["redis"].url, 1,
+                                      env={"BBKB_URL": system["server"].url})
+    code, out, err = run(capsys, "study", "dispatch", "bad", "-n", "4", "-p", "2", "--wait",
+                         "-q", "--timeout", "120", *url)
+    assert "dispatch done, 4 of 4" in out and "0 completed and 4 failed trials" in out, out
+    assert code == 1 and err.startswith("error: the dispatch completed none of its "
+                                        "evaluations: 4 trial(s) failed for good, the latest "
+                                        "trial "), err
+    assert "objective returned str 'not a number', not a number" in err, err
+    code, out, err = run(capsys, "study", "wait", "bad", "--json", "-q", *url)
+    assert code == 1 and json.loads(out)["status"] == "done" and "4 trial(s)" in err, err
+
+    with Client(system["server"].url) as bbkb:  # one value: the next dispatch did complete
+        study = bbkb.study("bad")           # something, though not by itself
+        trial = study.ask("me").trials[0]
+        study.tell(trial.id, 1.0, worker_id="me")
+    code, _, err = run(capsys, "study", "dispatch", "bad", "-n", "2", "--wait", "-q", *url)
+    assert code == 1 and "2 trial(s) failed for good" in err, err
+    code, _, err = run(capsys, "study", "wait", "bad", "-q", *url)
+    assert code == 0 and err == "", err  # the study has a completed trial: wait cannot tell
