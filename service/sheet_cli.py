@@ -43,13 +43,14 @@ def _ask(args: argparse.Namespace, client: Client, study: Study) -> int:
         lease = trial.lease_expires_at.isoformat() if trial.lease_expires_at else ""
         writer.writerow([trial.id, "", trial.candidate, trial.batch, lease]
                         + [trial.parameters.get(n, "") for n in names])
-    if args.output is None:
-        sys.stdout.write(buffer.getvalue())
-    else:
+    to_file = args.output not in (None, "-")  # "-": stdout, as study export's
+    if to_file:
         Path(args.output).write_text(buffer.getvalue(), encoding="utf-8")
-    where = "" if args.output is None else f" to {args.output}"
+    else:
+        sys.stdout.write(buffer.getvalue())
+    where = f" to {args.output}" if to_file else ""
     note = (f"wrote {len(answer.trials)} trial(s){where}; fill in the value column and run "
-            f"`bbkb study results {args.study} {args.output or 'SHEET.csv'}`")
+            f"`bbkb study results {args.study} {args.output if to_file else 'SHEET.csv'}`")
     if answer.waiting:
         note += f" ({answer.waiting})"
     repeats = len(answer.trials) - len({trial.candidate for trial in answer.trials})

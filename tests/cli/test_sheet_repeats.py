@@ -36,3 +36,16 @@ def test_a_sheet_says_how_many_rows_repeat_a_candidate(server, tmp_path, capsys)
     rows, err = _ask_sheet(capsys, server, tmp_path, "once", "-e", "deterministic=true")
     assert len({row["candidate"] for row in rows}) == len(rows) == 6
     assert "repeat" not in err
+
+
+def test_a_sheet_to_dash_goes_to_stdout(server, tmp_path, capsys, monkeypatch):
+    """``-o -`` wrote a file named "-" (as study export's did)."""
+    monkeypatch.chdir(tmp_path)
+    url = ["--url", server.url]
+    assert main(["study", "create", "dash", "--search-space",
+                 '[{"name": "x", "low": 0, "high": 1}]', "--n-candidates", "6", *url]) == 0
+    capsys.readouterr()
+    assert main(["study", "ask", "dash", "-o", "-", *url]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("trial_id,value,") and "SHEET.csv" in err
+    assert not (tmp_path / "-").exists()
