@@ -45,3 +45,13 @@ def test_inline_numbers_are_counted_before_the_body_is_validated(tmp_path):
                                                 "lease_seconds": "soon"})
         assert (answer.status_code, answer.json()["field"]) == (422, "lease_seconds")
         assert http.get("/v1/studies").json()["studies"] == []
+
+
+def test_a_body_that_is_not_utf8_is_a_422(tmp_path):
+    """json.loads raised UnicodeDecodeError: a 500 (found by tests/service/test_fuzz.py)."""
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as http:
+        for body in (b"\x80", b'{"name": "\xff"}'):
+            answer = http.post("/v1/studies", content=body,
+                               headers={"content-type": "application/json"})
+            assert (answer.status_code, answer.json()["field"]) == (422, "body"), answer.text
+            assert "not UTF-8" in answer.json()["detail"]

@@ -107,6 +107,9 @@ def _json_object(raw: bytes) -> dict:
         raise Invalid(f"malformed JSON at character {exc.pos}: {exc.msg}", field="body") from exc
     except RecursionError as exc:
         raise Invalid("malformed JSON: nested too deeply", field="body") from exc
+    except UnicodeDecodeError as exc:
+        raise Invalid(f"malformed JSON: not UTF-8 ({exc.reason} at byte {exc.start})",
+                      field="body") from exc
     if not isinstance(data, dict):
         raise not_an_object
     return data
