@@ -6,7 +6,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import SimpleNamespace
 
@@ -151,10 +151,9 @@ def test_a_broken_fn_after_values_costs_at_most_one_candidate(bbkb):
     assert (counts.get("completed"), counts.get("failed", 0)) == (4, 1), counts
 
 
-def test_a_held_failure_fails_for_good_once_fn_gives_a_value(bbkb):
-    """The first candidate fn sees always fails (one slot: the server hands it again at once,
-    max_attempts times): with no value yet, the trial is held while the others are evaluated,
-    and fails for good at the first value. The budget counts it: exactly n outcomes."""
+def _first_candidate_fails() -> tuple[Callable[[float, float], float], list[float]]:
+    """An fn that fails on the first candidate it sees (kept in the list), whenever it sees
+    it again, and gives :func:`bump` elsewhere."""
     first: list[float] = []
 
     def first_is_bad(x0: float, x1: float) -> float:
@@ -163,7 +162,14 @@ def test_a_held_failure_fails_for_good_once_fn_gives_a_value(bbkb):
         if x0 == first[0]:
             raise ArithmeticError("diverged")
         return bump(x0, x1)
+    return first_is_bad, first
 
+
+def test_a_held_failure_fails_for_good_once_fn_gives_a_value(bbkb):
+    """The first candidate fn sees always fails (one slot: the server hands it again at once,
+    max_attempts times): with no value yet, the trial is held while the others are evaluated,
+    and fails for good at the first value. The budget counts it: exactly n outcomes."""
+    first_is_bad, first = _first_candidate_fails()
     X = np.random.default_rng(9).random((40, 2))
     study = bbkb.create_study("first", candidates=X,
                               engine={"strategy": "uniform", "deterministic": True})
@@ -179,14 +185,7 @@ def test_in_sync_mode_a_held_trial_the_batch_waits_for_is_settled(bbkb):
     stops (a broken fn: one candidate lost at most)."""
     engine = {"strategy": "bbkb", "mode": "sync", "seed": 1}
     X = np.random.default_rng(2).random((150, 2))
-    first: list[float] = []
-
-    def first_is_bad(x0: float, x1: float) -> float:
-        if not first:
-            first.append(x0)
-        if x0 == first[0]:
-            raise ArithmeticError("diverged")
-        return bump(x0, x1)
+    first_is_bad, _ = _first_candidate_fails()
 
     study = bbkb.create_study("bad-first", candidates=X, engine=engine)
     result = study.optimize(first_is_bad, 12, n_workers=1, progress=False)
