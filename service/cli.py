@@ -113,7 +113,8 @@ def _migrate(_: argparse.Namespace) -> int:
     with _engine() as engine:
         before = current(engine)
         upgrade(engine)
-    print(f"database schema: {before or 'empty'} -> {head()}")
+        where = engine.url.render_as_string(hide_password=True)
+    print(f"database schema: {before or 'empty'} -> {head()} ({where})")
     return 0
 
 

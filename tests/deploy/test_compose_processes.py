@@ -136,6 +136,7 @@ def test_the_compose_services_run_a_study_end_to_end(tmp_path, pg_database_url, 
     migrated = deploy.run("migrate")
     assert migrated.returncode == 0, migrated.stderr
     assert "database schema: empty ->" in migrated.stdout
+    assert "(postgresql" in migrated.stdout and "***" in migrated.stdout  # where, no password
     key_file = Path(deploy.env("worker")["BBKB_API_KEY_FILE"])
     assert deploy.env("worker-key")["BBKB_API_KEY_FILE"] == str(key_file)  # the same volume
     ensured = deploy.run("worker-key")
