@@ -113,7 +113,8 @@ class Study:
 
     def ask(self, worker_id: str | None = None, count: int = 1) -> Suggestions:
         """Up to ``count`` trials to evaluate. A worker asking again gets its running trials
-        back first; in sync mode fewer may come, with ``waiting`` and ``retry_after`` set.
+        back first; fewer may come, with ``waiting`` and ``retry_after`` set, while a sync batch
+        waits for its results or once the server's ask has used its time (5 s: ask again).
         Without ``worker_id``, this handle's :attr:`worker_id` (a shared default handed every
         caller the same trial). TypeError if ``worker_id`` is not a string: ``ask(5)`` means
         ``ask(count=5)``, but the first positional argument is the worker's id."""

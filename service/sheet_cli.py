@@ -34,6 +34,8 @@ def _ask(args: argparse.Namespace, client: Client, study: Study) -> int:
         return 1
     if args.json:
         print(json.dumps([trial.model_dump(mode="json") for trial in answer.trials], indent=2))
+        if answer.waiting:  # fewer trials than asked: the reason on stderr, stdout stays JSON
+            print(f"note: {answer.waiting}", file=sys.stderr)
         return 0
     names = study.parameter_names
     buffer = io.StringIO()

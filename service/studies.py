@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from .api.schemas import StudyCreate, StudyPublic, TrialPublic
 from .engine import EngineConfig, EngineError, as_candidates, check_dimension
+from .engine.config import LAM_RANGE
 from .errors import Conflict, Invalid
 from .objectives import check_fits, check_objective
 from .runtime import row_decoder
@@ -45,6 +46,10 @@ def build_spec(request: StudyCreate, dim: int | None, objective_modules: tuple[s
         config = EngineConfig.from_dict(request.engine)
     except EngineError as exc:
         raise engine_invalid(exc) from exc
+    low, high = LAM_RANGE
+    if not low <= config.lam <= high:
+        raise Invalid(f"lam must lie in [{low:g}, {high:g}]; got {config.lam!r}",
+                      field="engine.lam")
     if request.search_space is not None:
         parameters: dict[str, Any] = {
             "kind": "space", "space": [p.model_dump() for p in request.search_space]}

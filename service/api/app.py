@@ -174,14 +174,17 @@ class BodySizeLimit:
         if length is not None and length.isdigit() and int(length) > limit:
             await _too_large(limit)(scope, receive, send)
             return
+        if scope["method"] not in ("POST", "PUT", "PATCH"):  # no route reads their body; a
+            await self.app(scope, receive, send)  # streamed answer's listener drains it
+            return
         size, started = 0, False
 
         async def counted() -> dict:  # type: ignore[type-arg]
             nonlocal size
             message = await receive()
-            if message["type"] == "http.request":
+            if message["type"] == "http.request" and not started:
                 size += len(message.get("body", b""))
-                if size > limit:
+                if size > limit:  # answering, a read only listens for the client's disconnect
                     raise BodyTooLarge(limit)
             return message
 

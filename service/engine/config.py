@@ -15,6 +15,10 @@ from .errors import ConfigError
 from .kernels import DEFAULT_BLOCK_ROWS, PARAMETER_RANGE, Kernel, make_kernel
 from .normalize import NORMALIZERS
 
+#: The lam a new study may have, the kernel parameters' range (sigma^2 / lam overflowed to inf
+#: at 5e-324). Not checked here: a study stored with another lam still loads and runs.
+LAM_RANGE = PARAMETER_RANGE
+
 STRATEGIES: tuple[str, ...] = ("bbkb", "bkb", "gp-ucb", "gp-bucb", "uniform", "epsilon-greedy",
                                "thompson", "gssbo", "go-ucb")
 #: How GSSBO / GO-UCB close their batches; GSSBO buffer selection rules (gssbo.py).
@@ -121,8 +125,7 @@ class EngineConfig:
         _choice("strategy", self.strategy, STRATEGIES)
         _choice("stopping_rule", self.stopping_rule, STOPPING_RULES)
         _choice("mode", self.mode, MODES)
-        _number("lam", self.lam, low=PARAMETER_RANGE[0], high=PARAMETER_RANGE[1],
-                inclusive=True)  # as the kernel's: sigma^2 / lam overflows below 1e-300
+        _number("lam", self.lam, low=0.0)  # new studies: LAM_RANGE (service.studies)
         _number("noise", self.noise, low=0.0, inclusive=True)
         _number("rkhs_bound", self.rkhs_bound, low=0.0, inclusive=True)
         _number("delta", self.delta, low=0.0, high=1.0)

@@ -46,7 +46,9 @@ class ExactPosterior:
         l_row = self._W[:n, arm].copy()
         # the pivot is lam + sigma^2 >= lam; where lam is far below k(x, x), rounding leaves it
         # anywhere in +-eps k(x, x), and a tiny positive one amplifies the next rows' rounding
-        # until they overflow: floor it at the Nystrom posterior's least jitter
+        # until they overflow: floor it at the Nystrom posterior's largest jitter (1e-8 of
+        # k(x, x) + lam; the least, 1e-14, still overflowed). A lam below ~1e-8 k(x, x) thus
+        # acts as ~1e-8 k(x, x) on repeated arms, as the Nystrom Cholesky's jitter does
         floor = JITTERS[-1] * (self._kdiag[arm] + self.lam)
         d2 = max(self._kdiag[arm] + self.lam - l_row @ l_row, floor)
         d = np.sqrt(d2)

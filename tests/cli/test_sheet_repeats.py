@@ -4,6 +4,7 @@ otherwise measure the same conditions twice in a round without knowing why)."""
 from __future__ import annotations
 
 import csv
+import json
 
 import pytest
 
@@ -49,3 +50,16 @@ def test_a_sheet_to_dash_goes_to_stdout(server, tmp_path, capsys, monkeypatch):
     out, err = capsys.readouterr()
     assert out.startswith("trial_id,value,") and "SHEET.csv" in err
     assert not (tmp_path / "-").exists()
+
+
+def test_ask_json_says_on_stderr_why_fewer_trials_came(server, capsys):
+    """``--json`` printed only the trials: a partial answer (a sync batch closed after its
+    first trial, or an ask out of time) went unnoticed."""
+    url = ["--url", server.url]
+    assert main(["study", "create", "sync", "--search-space",
+                 '[{"name": "x", "low": 0, "high": 1}]', "--n-candidates", "6",
+                 "-e", "mode=sync", *url]) == 0
+    capsys.readouterr()
+    assert main(["study", "ask", "sync", "-n", "5", "--json", *url]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)) == 1 and "note: batch 0 is complete" in err

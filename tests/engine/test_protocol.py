@@ -153,8 +153,6 @@ def test_bad_candidates_are_named(candidates, message):
         ({"batch_threshold": 1.0}, "batch_threshold"),
         ({"batch_threshold": 0.5}, "batch_threshold"),
         ({"lam": 0.0}, "lam"),
-        ({"lam": 5e-324}, "lam"),  # sigma^2 / lam overflowed to inf
-        ({"lam": 1e31}, "lam"),
         ({"lam": -1.0}, "lam"),
         ({"lam": float("nan")}, "lam"),
         ({"kernel": {"name": "rbf", "lengthscale": 0.0}}, "kernel.lengthscale"),

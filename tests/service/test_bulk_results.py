@@ -286,3 +286,18 @@ def test_csv_ids_are_ascii_integers_and_columns_appear_once(database_url, tmp_pa
         assert _trials(client, sid)[trial["id"]]["status"] == "running"
         ok = client.post(f"{url}/results.csv", content=f"trial_id,value\n {trial['id']} ,1\n")
         assert ok.json()["completed"] == 1
+
+
+def test_a_csv_line_counts_blank_lines_and_quoted_line_breaks(database_url, tmp_path):
+    """The line was the row's place among the rows (DictReader skips blank lines, and a quoted
+    cell may span lines): "CSV line 3" for a row on line 4."""
+    with app_client(database_url, tmp_path) as client:
+        sid = create_study(client, engine=ASYNC)["id"]
+        (trial,) = _ask(client, sid, 1)
+        for sheet, line in ((f"trial_id,value\n\n{trial['id']},abc\n", 3),
+                            (f'trial_id,value,note\n{trial["id"]},1,"a\nb"\n\n'
+                             f"{trial['id']},abc,x\n", 5)):
+            answer = client.post(f"/v1/studies/{sid}/results.csv", content=sheet)
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["field"] == f"body.line{line}", answer.json()
+            assert answer.json()["detail"].startswith(f"CSV line {line}:")

@@ -5,7 +5,10 @@ numbers (1.8 GB) before the ``max_inline_numbers`` check refused them."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from service.auth import create_key
+from service.engine import EngineConfig, Strategy
 from service.store.database import transaction
 
 from .helpers import app_client, candidates
@@ -55,3 +58,23 @@ def test_a_body_that_is_not_utf8_is_a_422(tmp_path):
                                headers={"content-type": "application/json"})
             assert (answer.status_code, answer.json()["field"]) == (422, "body"), answer.text
             assert "not UTF-8" in answer.json()["detail"]
+        digits = b'{"name": "h", "candidates": [[1' + b"0" * 5000 + b"]]}"  # json: ValueError
+        answer = http.post("/v1/studies", content=digits,
+                           headers={"content-type": "application/json"})
+        assert (answer.status_code, answer.json()["field"]) == (422, "body"), answer.text
+        assert answer.json()["detail"].startswith("malformed JSON: ")
+
+
+def test_a_new_study_takes_lam_in_the_kernels_range_and_a_stored_one_still_loads(tmp_path):
+    """lam 5e-324 made sigma^2 / lam inf. New studies take [1e-30, 1e30]; the engine's config
+    itself does not check it, so that a study stored with another lam still loads and runs."""
+    with app_client(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path) as http:
+        for lam in (5e-324, 1e-31, 1e31):
+            answer = http.post("/v1/studies", json={"name": "x", "candidates": [[0.0], [1.0]],
+                                                    "engine": {"lam": lam}})
+            assert (answer.status_code, answer.json()["field"]) == (422, "engine.lam")
+        assert http.post("/v1/studies", json={"name": "x", "candidates": [[0.0], [1.0]],
+                                              "engine": {"lam": 1e-30}}).status_code == 201
+    stored = EngineConfig.from_dict({"lam": 1e31})
+    strategy = Strategy(np.random.default_rng(0).random((20, 2)), stored)
+    assert len(strategy.ask(3)) >= 1

@@ -110,6 +110,8 @@ def _json_object(raw: bytes) -> dict:
     except UnicodeDecodeError as exc:
         raise Invalid(f"malformed JSON: not UTF-8 ({exc.reason} at byte {exc.start})",
                       field="body") from exc
+    except ValueError as exc:  # e.g. an integer of over 4300 digits
+        raise Invalid(f"malformed JSON: {exc}", field="body") from exc
     if not isinstance(data, dict):
         raise not_an_object
     return data

@@ -309,7 +309,8 @@ def _csv_records(raw: bytes, required: tuple[str, ...]) -> Iterator[tuple[int, d
         twice = sorted(c for c in required if header.count(c) > 1)
         if twice:  # DictReader would keep the last one's cells
             raise Invalid(f"CSV header has column(s) {twice} more than once", field="body")
-        for line, row in enumerate(reader, start=2):
+        for row in reader:
+            line = reader.line_num  # the row's (last) line: blank lines and quoted breaks count
             if any(row[column] is None for column in required):
                 raise Invalid(f"CSV line {line}: fewer fields than the header's "
                               f"{len(reader.fieldnames or [])}", field=f"body.line{line}")
