@@ -11,7 +11,6 @@ engine (see service.runtime).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from .engine import MAX_MAGNITUDE, ExhaustedError
+from .engine import ExhaustedError, value_problem
 from .errors import Conflict, Invalid, NotFound, ServiceError
 from .runtime import StudyRuntime
 from .store import queries
@@ -216,8 +215,8 @@ def _result_changes(trial: Trial, row: Result, i: int) -> bool:
 def _completes(trial: Trial, value: float) -> bool:
     """Whether the result ``value`` changes ``trial`` (False: it has that value already), or
     the error :func:`complete` refuses it with, raised before anything changed."""
-    if (problem := _bad_value(value)) is not None:
-        raise Invalid(problem, field="value")
+    if (problem := value_problem(value)) is not None:  # before any row reaches the engine:
+        raise Invalid(problem, field="value")  # the error names the row, the engine stays valid
     if trial.status in ("completed", "abandoned") and trial.value is not None:
         if trial.value == value:
             return False
@@ -226,16 +225,6 @@ def _completes(trial: Trial, value: float) -> bool:
         raise Conflict(f"trial {trial.id} failed; its result is no longer used",
                        field="trial_id")
     return True
-
-
-def _bad_value(value: float) -> str | None:
-    """Why the engine would refuse ``value`` (None: it takes it), checked before any row of an
-    upload reaches it, so that the error names the row and the cached engine stays valid."""
-    if not math.isfinite(value):
-        return f"value must be finite, got {value!r}"
-    if abs(value) > MAX_MAGNITUDE:
-        return f"value must lie within +-{MAX_MAGNITUDE:g}, got {value!r}"
-    return None
 
 
 def _fails(trial: Trial) -> bool:
@@ -316,7 +305,7 @@ def import_observations(session: Session, runtime: StudyRuntime,
         if not 0 <= arm < n_arms:
             raise Invalid(f"observation {i}: candidate {arm} outside 0..{n_arms - 1}",
                           field=f"observations.{i}.candidate")
-        if (problem := _bad_value(value)) is not None:
+        if (problem := value_problem(value)) is not None:
             raise Invalid(f"observation {i}: {problem}", field=f"observations.{i}.value")
     rows: list[dict[str, Any]] = []
     for arm, value in observations:

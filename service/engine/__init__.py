@@ -20,19 +20,18 @@ from .errors import (
 from .kernels import RBF, Kernel, Linear, Matern52, make_kernel
 from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Selection
 from .strategy import (
-    MAX_MAGNITUDE,
     BatchInfo,
     EngineState,
     Strategy,
     as_candidates,
     check_dimension,
+    value_problem,
 )
 
 __all__ = [
-    "ABANDONED", "IMPORTED", "MAX_MAGNITUDE", "MODES", "OBSERVED", "PENDING", "RBF",
-    "STOPPING_RULES", "STRATEGIES", "SUGGESTED", "BatchInfo", "CandidateError", "ConfigError",
-    "EngineConfig",
+    "ABANDONED", "IMPORTED", "MODES", "OBSERVED", "PENDING", "RBF", "STOPPING_RULES",
+    "STRATEGIES", "SUGGESTED", "BatchInfo", "CandidateError", "ConfigError", "EngineConfig",
     "EngineError", "EngineState", "Kernel", "Linear", "Matern52", "NumericalError",
     "SelectionError", "ExhaustedError", "Selection", "Strategy", "as_candidates",
-    "check_dimension", "make_kernel",
+    "check_dimension", "make_kernel", "value_problem",
 ]

@@ -157,16 +157,22 @@ def as_candidates(candidates: Any) -> np.ndarray:
     return X
 
 
+def value_problem(value: float) -> str | None:
+    """Why ``tell`` / ``observe`` refuse the number ``value`` (None: they take it)."""
+    if not math.isfinite(value):
+        return f"value must be finite, got {value!r}"
+    if abs(value) > MAX_MAGNITUDE:
+        return f"value must lie within +-{MAX_MAGNITUDE:g}, got {value!r}"
+    return None
+
+
 def _finite_value(value: Any) -> float:
     try:
         out = float(value)
     except (TypeError, ValueError) as exc:
         raise SelectionError(f"value must be a number, got {value!r}", field="value") from exc
-    if not math.isfinite(out):
-        raise SelectionError(f"value must be finite, got {out!r}", field="value")
-    if abs(out) > MAX_MAGNITUDE:
-        raise SelectionError(f"value must lie within +-{MAX_MAGNITUDE:g}, got {out!r}",
-                             field="value")
+    if (problem := value_problem(out)) is not None:
+        raise SelectionError(problem, field="value")
     return out
 
 

@@ -67,7 +67,7 @@ def create_study_schema(body: StudyCreate, owner: OwnerDep) -> StudyPublic:  # p
 
 def _create(request: Request, owner: int, settings: Settings, raw: bytes) -> StudyPublic:
     data = _json_object(raw)
-    rows = data.get("candidates") if isinstance(data, dict) else None
+    rows = data.get("candidates")
     if isinstance(rows, list):  # counted before 10^7 numbers are validated one by one
         size = sum(len(row) if isinstance(row, list) else 1 for row in rows)
         if size > settings.max_inline_numbers:
