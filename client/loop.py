@@ -183,9 +183,10 @@ class _Run:
     def n_in_progress(self) -> int:
         """Trials being evaluated and not counted yet (a trial handed again after a lost lease
         runs twice, and one copy may go on after the other's outcome was counted), and the
-        held ones, which will be outcomes too."""
-        held = len(self.streak.held) if self.streak else 0
-        return len({trial.id for _, trial, _ in self.running.values()} - self.counted) + held
+        held ones, which will be outcomes too: each trial once (a held trial whose lease was
+        lost may be handed again to this run)."""
+        ids = {trial.id for _, trial, _ in self.running.values()} - self.counted
+        return len(ids | set(self.streak.held if self.streak else ()))
 
     def loop(self, pool: Executor) -> None:
         while self.n_done < self.n:

@@ -15,6 +15,7 @@ import pytest
 
 from client import ConflictError, OptimizeResult, ServerUnavailable
 from client.loop import _Run, as_value
+from client.streak import Streak
 from service.api.schemas import REASON_LIMIT
 
 from .conftest import ENGINE
@@ -348,6 +349,23 @@ def test_giving_back_releases_and_stops_at_the_first_unreachable_server():
     assert calls == [(10, {"worker_id": "w-0", "release": True})] and run.running == {}
 
 
+
+def test_a_held_trial_handed_again_to_the_run_counts_once_in_progress():
+    """A held trial (client.streak) keeps its heartbeats, but if its lease is lost anyway the
+    server may hand it to another slot of the same run: it was counted twice among the trials
+    in progress, so near its end the run asked for one trial fewer than it had room for."""
+    run = object.__new__(_Run)
+    run.streak = Streak(5, 3)
+    run.streak.held[11] = SimpleNamespace(trial=SimpleNamespace(id=11))
+    run.running = {object(): (0, SimpleNamespace(id=11), 0.0),
+                   object(): (1, SimpleNamespace(id=12), 0.0),
+                   object(): (2, SimpleNamespace(id=13), 0.0)}
+    run.counted = {13}
+    assert run.n_in_progress == 2
+    del run.streak.held[11]
+    assert run.n_in_progress == 2
+    run.streak = None
+    assert run.n_in_progress == 2
 
 @contextmanager
 def _heartbeats_lost(tmp_path, make_app, monkeypatch) -> Iterator:  # type: ignore[no-untyped-def]
