@@ -55,7 +55,7 @@ class StoredParameter(BaseModel):
     low: JsonFloat | None = None
     high: JsonFloat | None = None
     log: bool = False
-    choices: list[str | float] | None = Field(default=None, max_length=1000)
+    choices: list[str | int | float] | None = Field(default=None, max_length=1000)
 
     @model_validator(mode="after")
     def _check(self) -> StoredParameter:
@@ -82,8 +82,9 @@ class StoredParameter(BaseModel):
 
 
 def _choice(value: Any) -> Any:
-    """A categorical choice: a string or a finite number; not a boolean (JSON's ``true`` is
-    not the number 1, as in ``numbers.JsonFloat``)."""
+    """A categorical choice: a string or a finite number, an integer kept as one (a batch size
+    of 32 comes back as 32, not 32.0); not a boolean (JSON's ``true`` is not the number 1, as
+    in ``numbers.JsonFloat``)."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -95,7 +96,7 @@ def _choice(value: Any) -> Any:
         finite = False
     if not finite:
         raise ValueError(f"a numeric choice must be a finite float64, got {value!r:.50}")
-    return value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 #: Parameter names are checked as study names are (schemas.Name): no control characters, not
@@ -105,7 +106,7 @@ ParameterName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^
 #: low and high: the bound is checked by StoredParameter._check (its message names both);
 #: published in the OpenAPI schema too.
 Bound = Annotated[JsonFloat, Field(json_schema_extra={"minimum": -BOUND, "maximum": BOUND})]
-Choice = Annotated[str | float, BeforeValidator(_choice)]
+Choice = Annotated[str | int | float, BeforeValidator(_choice)]
 
 
 class Parameter(StoredParameter):

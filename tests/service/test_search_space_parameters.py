@@ -63,7 +63,8 @@ def test_full_dumps_and_the_sdks_requests_are_accepted(database_url, tmp_path):
         assert first.status_code == 201, first.text
         stored = first.json()["spec"]["parameters"]["space"]
         assert stored[2] == {"name": "act", "type": "categorical", "low": None, "high": None,
-                             "log": False, "choices": ["relu", 2.0, 0.5]}
+                             "log": False, "choices": ["relu", 2, 0.5]}
+        assert type(stored[2]["choices"][1]) is int
         again = _create(client, stored, "again")
         assert again.status_code == 201, again.text
         assert again.json()["spec"]["parameters"]["space"] == stored
@@ -73,6 +74,23 @@ def test_full_dumps_and_the_sdks_requests_are_accepted(database_url, tmp_path):
         assert all(1e-5 <= t["parameters"]["lr"] <= 1 for t in trials)
 
 
+def test_numeric_choices_come_back_as_given(database_url, tmp_path):
+    """Integer choices were stored and handed out as floats: a batch size of 32 reached the
+    objective as 32.0, and ``range(bs)`` raised. Each choice now comes back as it was given
+    (an int, a float or a string); a float choice given as 32.0 stays a float."""
+    space = [{"name": "bs", "type": "categorical", "choices": [16, 32, 64]},
+             {"name": "w", "type": "categorical", "choices": [0.5, 1.0, "none"]}]
+    with app_client(database_url, tmp_path) as client:
+        created = _create(client, space)
+        assert created.status_code == 201, created.text
+        stored = created.json()["spec"]["parameters"]["space"]
+        assert [type(c) for c in stored[0]["choices"]] == [int, int, int]
+        assert [type(c) for c in stored[1]["choices"]] == [float, float, str]
+        trials = client.post(f"/v1/studies/{created.json()['id']}/suggestions",
+                             json={"worker_id": "w", "count": 16}).json()["trials"]
+        assert {type(t["parameters"]["bs"]) for t in trials} == {int}
+        assert {t["parameters"]["bs"] for t in trials} <= {16, 32, 64}
+        assert all(type(t["parameters"]["w"]) in (float, str) for t in trials)
 def test_studies_stored_before_the_checks_still_load(database_url, tmp_path):
     """A spec the old checks let through (a name with a newline, a categorical with a stray
     low, choices coerced from booleans) is loaded as it was stored: its study keeps working."""
