@@ -229,6 +229,10 @@ class Client:
             if not match:
                 raise NotFoundError(404, f"no study named {study!r}", "name")
             return Study(self, match[0].id, match[0])
+        if isinstance(study, bool) or not isinstance(study, numbers.Integral):
+            raise TypeError(f"study must be an int id or a str name, not "
+                            f"{type(study).__name__} {study!r:.50}")
+        study = int(study)
         return Study(self, study, self._get_study(study) if fetch else None)
 
     def _get_study(self, study_id: int) -> StudyPublic:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import pickle
 import time
 import traceback
@@ -43,6 +44,7 @@ from concurrent.futures import (
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from service.api.numbers import is_boolean
 from service.api.schemas import REASON_LIMIT, VALUE_LIMIT, TrialPublic
 
 from .errors import BBKBError, ConflictError, ServerUnavailable, ValidationError
@@ -80,8 +82,8 @@ def optimize(study: Study, fn: Callable[..., Any], n_evaluations: int, *, n_work
              max_outage: float = MAX_OUTAGE,
              max_consecutive_errors: int | None = MAX_CONSECUTIVE_ERRORS) -> OptimizeResult:
     """Run ``fn`` on ``n_evaluations`` trials of ``study`` with ``n_workers`` parallel slots."""
-    if n_evaluations < 1 or n_workers < 1:
-        raise ValueError("n_evaluations and n_workers must be >= 1")
+    n_evaluations, n_workers = _count("n_evaluations", n_evaluations), _count("n_workers",
+                                                                             n_workers)
     if max_consecutive_errors is not None and not (
             isinstance(max_consecutive_errors, int) and max_consecutive_errors >= 1):
         raise ValueError(f"max_consecutive_errors must be None or an int >= 1, not "
@@ -112,6 +114,16 @@ def optimize(study: Study, fn: Callable[..., Any], n_evaluations: int, *, n_work
                           elapsed=time.monotonic() - start)
 
 
+def _count(name: str, value: Any) -> int:
+    """``value`` as an int >= 1 (numpy's integers too), else a TypeError or ValueError naming
+    ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__} {value!r:.50}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, not {value}")
+    return int(value)
+
+
 def _check_picklable(fn: Callable[..., Any]) -> None:
     try:
         pickle.dumps(fn)
@@ -132,7 +144,7 @@ def _evaluate(fn: Callable[..., Any], parameters: dict[str, Any], names: list[st
 def as_value(result: Any, source: str = "fn") -> tuple[float | None, str | None]:
     """(value, None) for a finite number within +-VALUE_LIMIT (what the server accepts as a
     result), else (None, why not, naming ``source``)."""
-    if isinstance(result, bool | str | bytes) or not hasattr(result, "__float__"):
+    if isinstance(result, str | bytes) or is_boolean(result) or not hasattr(result, "__float__"):
         return None, f"{source} returned {type(result).__name__} {result!r:.100}, not a number"
     try:
         value = float(result)
@@ -169,6 +181,7 @@ class _Run:
         self.counted: set[int] = set()  # trials whose completion or final failure was counted
         self.reasons: set[str] = set()  # failure reasons already logged as a warning
         self.ask_after = 0.0
+        self.said: str | None = None  # the last reason to wait that was logged
         self.batches: dict[int, set[int]] = {}
         self.streak = None if max_errors is None else Streak(
             max_errors, int(info.spec.get("max_attempts", 3)))
@@ -226,6 +239,7 @@ class _Run:
                 return
             if not answer.trials:
                 self.ask_after = time.monotonic() + (answer.retry_after or 1.0)
+                self.wait(answer.waiting)
                 return
             self.free.pop()
             trial = answer.trials[0]
@@ -233,6 +247,16 @@ class _Run:
             future = pool.submit(_evaluate, self.fn, trial.parameters, self.names, self.vector)
             self.running[future] = (slot, trial, time.monotonic())
             self.bar.show(self.best, trial.batch, len(self.batches[trial.batch]))
+
+    def wait(self, reason: str | None) -> None:
+        """The server has no trial for now (a sync batch waits for its results): say why on
+        the bar, and in the log, once, when this run has none of them (they are another
+        run's, e.g. one that died, whose leases must run out first)."""
+        if reason and reason != self.said and not self.running:
+            self.said = reason
+            log.info("study %d: no trial for now, and none running here: %s", self.study.id,
+                     reason)
+        self.bar.wait(reason)
 
     def report(self, future: Future[Any]) -> None:
         """Tell (or fail) the trial of a finished evaluation."""
@@ -429,11 +453,14 @@ def _reason(text: str) -> str:
 
 
 class _Progress:
-    """A tqdm bar (evaluations, best value, current batch and its size), or nothing."""
+    """A tqdm bar (evaluations, best value, current batch and its size, and why the server has
+    no trial for now), or nothing."""
 
     def __init__(self, enabled: bool, total: int, desc: str) -> None:
         self.bar: Any = None
+        self.best: float | None = None
         self.batch = ""
+        self.waiting: str | None = None  # why the server has no trial for now
         if enabled:
             try:
                 from tqdm.auto import tqdm
@@ -442,18 +469,25 @@ class _Progress:
             self.bar = tqdm(total=total, desc=desc, unit="eval")
 
     def show(self, best: float | None, batch: int, size: int) -> None:
-        self.batch = f"{batch} ({size} trials)"
-        self._postfix(best)
+        self.best, self.batch, self.waiting = best, f"{batch} ({size} trials)", None
+        self._postfix()
+
+    def wait(self, reason: str | None) -> None:
+        if reason != self.waiting:
+            self.waiting = reason
+            self._postfix()
 
     def advance(self, best: float | None) -> None:
+        self.best = best
         if self.bar is not None:
             self.bar.update(1)
-            self._postfix(best)
+            self._postfix()
 
-    def _postfix(self, best: float | None) -> None:
+    def _postfix(self) -> None:
         if self.bar is not None:
-            self.bar.set_postfix(best="-" if best is None else f"{best:.6g}", batch=self.batch,
-                                 refresh=False)
+            shown = {"best": "-" if self.best is None else f"{self.best:.6g}",
+                     "batch": self.batch} | ({"waiting": self.waiting} if self.waiting else {})
+            self.bar.set_postfix(shown, refresh=False)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -202,6 +202,7 @@ class Study:
     # -- results -----------------------------------------------------------------------------
 
     def trial(self, trial_id: int) -> TrialPublic:
+        """One trial of the study, as it is now (NotFoundError if the study has no such id)."""
         response = self.client.request("GET", self._path(f"/trials/{trial_id}"))
         return TrialPublic.model_validate(response.json())
 
@@ -304,6 +305,7 @@ class Study:
         return StudyPublic.model_validate(self.client.request("POST", self._path("/pause")).json())
 
     def resume(self) -> StudyPublic:
+        """Hand out trials again after :meth:`pause`."""
         return StudyPublic.model_validate(self.client.request("POST", self._path("/resume")).json())
 
     def delete(self) -> None:
@@ -346,6 +348,8 @@ class Study:
             self.client.request("POST", self._path("/dispatch/resume")).json())
 
     def dispatch_status(self) -> DispatchStatus:
+        """The study's dispatch (``status`` None if it never had one): its plan, the trials
+        pending or running, and those with an outcome since it started."""
         return DispatchStatus.model_validate(
             self.client.request("GET", self._path("/dispatch")).json())
 
@@ -426,7 +430,7 @@ def _check_worker_id(worker_id: object) -> None:
 
 def _progress_bar(total: int) -> Any:
     try:
-        from tqdm import tqdm
+        from tqdm.auto import tqdm  # a notebook's widget, as optimize's
     except ImportError:
         return None
     return tqdm(total=total, unit="eval", desc="evaluations")

@@ -15,8 +15,14 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field
 
 
+def is_boolean(value: Any) -> bool:
+    """A Python or numpy boolean (``numpy.bool_`` is no ``bool``, and pydantic's strict float
+    takes it as 1.0: a comparison returned by mistake as the objective's value)."""
+    return isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", "") == "b"
+
+
 def _number(value: Any) -> Any:
-    if isinstance(value, str | bytes | bool):
+    if isinstance(value, str | bytes) or is_boolean(value):
         raise ValueError(f"expected a number, not a {type(value).__name__}")
     return value
 
@@ -29,4 +35,6 @@ def _not_blank(text: str) -> str:
 
 JsonFloat = Annotated[float, Field(strict=True)]
 JsonInt = Annotated[int, BeforeValidator(_number)]
+#: A single number given from Python (a result's value): a numpy boolean is refused too.
+Number = BeforeValidator(_number)
 NotBlank = AfterValidator(_not_blank)

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..searchspace import Parameter
-from .numbers import JsonFloat, JsonInt, NotBlank
+from .numbers import JsonFloat, JsonInt, NotBlank, Number
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$"),
                 NotBlank]
@@ -21,7 +21,7 @@ WorkerId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-
 #: engine's MAX_MAGNITUDE). The limit is checked where a value is used (service/trials.py: its
 #: 422 names the row of a bulk upload) and published here, in the OpenAPI schema.
 VALUE_LIMIT = 1e100
-ResultValue = Annotated[float, Field(strict=True, allow_inf_nan=False, json_schema_extra={
+ResultValue = Annotated[float, Number, Field(strict=True, allow_inf_nan=False, json_schema_extra={
     "minimum": -VALUE_LIMIT, "maximum": VALUE_LIMIT})]
 #: An inline candidate's number: the engine's bound (+-VALUE_LIMIT, checked there), published.
 Feature = Annotated[JsonFloat, Field(json_schema_extra={"minimum": -VALUE_LIMIT,

@@ -98,6 +98,9 @@ def test_wrong_types_and_shapes(bbkb):
         bbkb.create_study("s", candidates=X, engine="bbkb")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="candidates must be a matrix"):
         bbkb.create_study("s", candidates=5)
+    for study_id in (1.0, True, None):
+        with pytest.raises(TypeError, match="study must be an int id or a str name"):
+            bbkb.study(study_id)  # type: ignore[arg-type]
     for vector in (np.ones(3), [1.0, 2.0]):
         with pytest.raises(InvalidArgument, match="2-D matrix") as caught:
             bbkb.create_study("s", candidates=vector)
@@ -113,6 +116,15 @@ def test_client_side_validation_is_a_validation_error_and_a_value_error(study):
     assert isinstance(error, ValueError) and isinstance(error, InvalidArgument)
     assert (error.status_code, error.field) == (422, "value")
     assert str(error) == "value: Input should be a finite number; got nan"
+    for boolean in (True, np.bool_(True)):  # numpy's bool is no bool: it was taken as 1.0
+        with pytest.raises(InvalidArgument, match="value: .*not a bool"):
+            study.tell(trial.id, boolean)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="n_evaluations must be an int, not str '2'"):
+        study.optimize(float, "2")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="n_workers must be an int, not float"):
+        study.optimize(float, 2, n_workers=2.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="n_evaluations must be >= 1, not 0"):
+        study.optimize(float, np.int64(0))
     with pytest.raises(ValueError, match="name: String should have at least 1 character"):
         study.client.create_study("", candidates=X)
     with pytest.raises(ValidationError, match="worker_id"):

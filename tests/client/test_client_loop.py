@@ -49,6 +49,27 @@ def test_sync_mode_waits_for_the_batch_and_carries_on(bbkb):
     assert result.best.value == min(t.value for t in _completed(study))
 
 
+def test_a_sync_batch_held_by_a_dead_run_is_waited_for_and_said(tmp_path, make_app, caplog):
+    """A run resumed after another died in sync mode waits for the dead run's trials until
+    their leases run out (300 s by default), and said nothing of it, even at INFO: the
+    server's reason (``waiting``) is now logged once and shown on the progress bar."""
+    from fastapi.testclient import TestClient
+
+    from client import Client
+
+    with TestClient(make_app(tmp_path, reaper_interval=0.05)) as http, \
+            Client(http=http, backoff=0.001) as sdk:
+        study = sdk.create_study("sync", candidates=np.random.default_rng(2).random((60, 2)),
+                                 engine={"strategy": "bbkb", "mode": "sync", "seed": 1},
+                                 lease_seconds=1.0)
+        (dead,) = study.ask("dead-run", count=1).trials
+        with caplog.at_level(logging.INFO, logger="bbkb.client"):
+            result = study.optimize(bump, 8, n_workers=2, progress=False)
+        assert result.n_completed == 8
+        assert study.trial(dead.id).status == "completed"  # handed again once its lease ran out
+        waits = [r.getMessage() for r in caplog.records if "no trial for now" in r.getMessage()]
+        assert waits == ["study 1: no trial for now, and none running here: batch 0 is "
+                         "complete; waiting for 1 pending result(s)"], caplog.text
 def test_a_deterministic_study_ends_the_loop_once_every_candidate_is_evaluated(bbkb, caplog):
     X = np.random.default_rng(3).random((15, 2))
     study = bbkb.create_study("once", candidates=X, engine={
@@ -245,7 +266,8 @@ def test_as_value():
     assert as_value(np.float32(1.5)) == (1.5, None)
     assert as_value(np.array(2.0)) == (2.0, None)
     assert as_value(-1e100) == (-1e100, None)
-    for bad in ("1.5", None, True, [1.0], np.ones(2), float("inf"), 1.1e100, -(10**400)):
+    for bad in ("1.5", None, True, np.bool_(True), np.array(False), [1.0], np.ones(2),
+                float("inf"), 1.1e100, -(10**400)):
         value, reason = as_value(bad)
         assert value is None and "fn returned" in reason
 
