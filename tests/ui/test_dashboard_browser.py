@@ -102,7 +102,8 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
 
     # failed trials with their error text
     _wait_rows(page, "failed", [t["t"] for t in failed])
-    assert _column(page, "failed", 4) == [f"simulator crashed at t={t['t']}" for t in failed]
+    assert _column(page, "failed", 5) == [f"simulator crashed at t={t['t']}" for t in failed]
+    assert all(text.startswith("x0=") for text in _column(page, "failed", 4))  # parameters
 
     # the trials table: newest first (the latest results on the first page), keyset pages,
     # a status filter, and oldest first on demand

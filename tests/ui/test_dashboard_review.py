@@ -142,3 +142,34 @@ def test_no_sideways_scrolling(http, page, width, artifacts):
     _wait_points(page, "plot-best", 12)
     assert _points(page, "plot-values") == 12
     page.screenshot(path=str(artifacts / f"study-{width}.png"), full_page=True)
+
+
+def test_an_earlier_attempts_error_and_an_unreachable_server_read_as_what_they_are(
+        server_factory, tmp_path, page):
+    """A trial completed on a retry kept its earlier attempt's error, shown in red on the
+    completed row as if it had failed; the failed trials had no parameters to see which
+    region fails; a server that stopped showed the browser's bare "Failed to fetch"."""
+    _, server = _server(server_factory, tmp_path, "none")
+    with httpx2.Client(base_url=server.url, timeout=30) as http:
+        sid = create_study(http, name="flaky", engine=UNIFORM)["id"]
+        (first,) = http.post(f"/v1/studies/{sid}/suggestions",
+                             json={"worker_id": "w", "count": 1}).json()["trials"]
+        url = f"/v1/studies/{sid}/trials/{first['id']}"
+        assert http.post(f"{url}/fail", json={"reason": "instrument busy"}).status_code == 200
+        (again,) = http.post(f"/v1/studies/{sid}/suggestions",
+                             json={"worker_id": "w", "count": 1}).json()["trials"]
+        assert again["id"] == first["id"] and again["attempt"] == 2
+        assert http.post(f"{url}/complete", json={"value": 1.0}).status_code == 200
+        run_trials(http, sid, 3, fail_every=3)
+    page.goto(f"{server.url}/ui/studies/{sid}?poll=200")
+    page.wait_for_selector("#failed tbody tr")
+    assert _texts(page, "#failed tbody td.params")[0].startswith("x0=")
+    page.select_option("#trials-order", "oldest")
+    page.wait_for_function("() => document.querySelector('#trials tbody tr')?.cells[0]"
+                           ".textContent === '0'")
+    note = page.locator("#trials tbody tr").first.locator("td").last
+    assert note.text_content() == "earlier attempt: instrument busy"
+    assert note.get_attribute("class") == "muted"
+    server.stop()
+    page.wait_for_function("() => document.getElementById('message').textContent"
+                           ".includes('The server does not answer')")

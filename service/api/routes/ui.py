@@ -131,7 +131,7 @@ STUDY_BODY = """<h1><span id="study-name">study {study_id}</span>
   <h2>Failed trials <span id="failed-count" class="muted"></span></h2>
   <table id="failed" class="data">
     <thead><tr><th class="num">t</th><th>status</th><th class="num">attempts</th><th>worker</th>
-      <th>error</th></tr></thead>
+      <th>parameters</th><th>error</th></tr></thead>
     <tbody></tbody>
   </table>
 </section>

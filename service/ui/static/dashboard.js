@@ -90,6 +90,9 @@ function poll(refresh, notFound) {
         next = null;
         status.textContent = "stopped";
         notFound(error);
+      } else if (error instanceof TypeError) {  // fetch's network error: no answer at all
+        say(`The server does not answer (${error.message}); trying again every ` +
+            `${POLL_MS / 1000} s.`, true);
       } else {
         say(error.message, true);
       }
@@ -346,7 +349,9 @@ function studyPage(id) {
       cell(row, t.worker_id);
       cell(row, paramsText(t.parameters), "params");
       cell(row, t.completed_at ? new Date(t.completed_at).toLocaleString() : "");
-      cell(row, t.error, "error");
+      // a completed trial keeps the reason an earlier attempt failed with: not an error now
+      if (t.status === "completed" && t.error) cell(row, "earlier attempt: " + t.error, "muted");
+      else cell(row, t.error, "error");
     }
     pages.cursors[pages.index + 1] = next;
     pages.starts[pages.index + 1] = pages.starts[pages.index] + trials.length;
@@ -372,6 +377,7 @@ function studyPage(id) {
       cell(row, t.status);
       cell(row, t.attempt, "num");
       cell(row, t.worker_id);
+      cell(row, paramsText(t.parameters), "params");
       cell(row, t.error || "(no reason given)", "error");
     }
     const n = study.counts.failed + study.counts.abandoned;
