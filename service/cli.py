@@ -100,7 +100,8 @@ def _engine(settings: Settings | None = None) -> Iterator[Engine]:
     from .store.database import make_engine
 
     settings = settings or Settings()
-    engine = make_engine(str(settings.database_url), settings.database_busy_seconds)
+    engine = make_engine(str(settings.database_url), settings.database_busy_seconds,
+                         settings.database_pool_size, settings.database_max_overflow)
     try:
         yield engine
     finally:

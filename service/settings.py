@@ -38,8 +38,16 @@ class Settings(BaseSettings):
         default=16, gt=0, description="Study engines a server process keeps in memory (least "
         "recently used evicted; an evicted study is rebuilt from the database at its next use).")
     database_busy_seconds: float = Field(
-        default=30.0, gt=0, description="SQLite: how long a request waits for the database's "
-        "write lock before the API answers 503 (retry).")
+        default=30.0, gt=0, description="How long a request waits for the database's write "
+        "lock (SQLite) or a free pooled connection (PostgreSQL) before the API answers 503 "
+        "(retry).")
+    database_pool_size: int = Field(
+        default=10, gt=0, description="PostgreSQL: connections each server process keeps "
+        "open. Each process may open database_pool_size + database_max_overflow: keep "
+        "processes x that below the server's max_connections (PostgreSQL's default: 100).")
+    database_max_overflow: int = Field(
+        default=20, ge=0, description="PostgreSQL: connections a process opens beyond the "
+        "pool while it is busy (closed when returned).")
     blas_threads: int = Field(
         default=1, ge=1, description="BLAS threads of the server's engine work. More only help "
         "a server with idle cores: where the cores are shared (workers, other studies' "

@@ -90,7 +90,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     threadpool_limits(settings.blas_threads, user_api="blas")  # for the whole process
     if settings.log_format is not None:
         logs.configure(settings.log_format, settings.log_level)
-    engine = make_engine(str(settings.database_url), settings.database_busy_seconds)
+    engine = make_engine(str(settings.database_url), settings.database_busy_seconds,
+                         settings.database_pool_size, settings.database_max_overflow)
     ensure_schema(engine, auto_upgrade=settings.auto_migrate)
     stop = threading.Event()
 

@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from ..engine import EngineError
@@ -77,6 +78,15 @@ def install(app: FastAPI) -> None:
             return _json(503, "the database is busy or unreachable: retry", None,
                          {"Retry-After": "1"})
         return await _unexpected(request, exc)
+
+    @app.exception_handler(PoolTimeout)
+    async def _pool(request: Request, exc: PoolTimeout) -> JSONResponse:
+        """Every pooled connection stayed busy for ``BBKB_DATABASE_BUSY_SECONDS``: nothing was
+        done, a retry is safe."""
+        log.warning("no database connection free on %s %s: %s", request.method,
+                    request.url.path, exc)
+        return _json(503, "the database is busy (no connection free): retry", None,
+                     {"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -31,9 +31,14 @@ def sqlite_path(url: str) -> Path | None:
     return Path(database)
 
 
-def make_engine(url: str, busy_seconds: float = 30.0) -> Engine:
+def make_engine(url: str, busy_seconds: float = 30.0, pool_size: int = 10,
+                max_overflow: int = 20) -> Engine:
     """Create the engine; SQLite gets WAL, explicit transaction control and a busy timeout: how
-    long a writer waits for the database's write lock (then the API answers 503, retry)."""
+    long a writer waits for the database's write lock (then the API answers 503, retry).
+    PostgreSQL gets a pool of ``pool_size`` connections (and ``max_overflow`` more when busy)
+    whose wait for a free one is bounded by ``busy_seconds`` as well, a connect timeout, and
+    TCP keepalives (a peer that vanished breaks the connection in about a minute instead of
+    hanging its request)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if (path := sqlite_path(url)) is not None:
@@ -59,7 +64,16 @@ def make_engine(url: str, busy_seconds: float = 30.0) -> Engine:
         return engine
     if parsed.drivername == "postgresql":  # psycopg 3; the URL object, since str() of it
         parsed = parsed.set(drivername="postgresql+psycopg")  # hides the password as ***
-    return create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    return create_engine(parsed, pool_pre_ping=True, pool_size=pool_size,
+                         max_overflow=max_overflow, pool_timeout=busy_seconds,
+                         connect_args={key: value for key, value in POSTGRESQL_CONNECT.items()
+                                       if key not in parsed.query})
+
+
+#: libpq's connection parameters of every PostgreSQL connection, unless the URL's query gives
+#: its own (``?connect_timeout=30``).
+POSTGRESQL_CONNECT = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30,
+                      "keepalives_interval": 10, "keepalives_count": 3}
 
 
 def _enable_wal(cursor, deadline_seconds: float = 30.0) -> None:  # type: ignore[no-untyped-def]

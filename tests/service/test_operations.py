@@ -153,3 +153,66 @@ def test_a_locked_database_is_a_503_to_retry_and_loses_nothing(tmp_path):
         (trial,) = client.post(f"/v1/studies/{sid}/suggestions",
                                json={"worker_id": "w"}).json()["trials"]
         assert trial["t"] == 0  # the refused ask left no trace
+
+
+def test_an_exhausted_connection_pool_is_a_retryable_503_and_not_ready(pg_database_url,
+                                                                        tmp_path):
+    """Every pooled PostgreSQL connection busy (another replica holding the studies' locks,
+    a burst of requests): SQLAlchemy's pool TimeoutError is no OperationalError and was a 500,
+    which the SDK and the workers do not retry (a worker's result was lost with it), and
+    /readyz waited the pool's fixed 30 s. The pool's wait is BBKB_DATABASE_BUSY_SECONDS now,
+    its size a setting, and both answer 503."""
+    import time
+
+    with app_client(pg_database_url, tmp_path, database_pool_size=1, database_max_overflow=0,
+                    database_busy_seconds=0.5) as client:
+        sid = create_study(client)["id"]
+        engine = client.app.state.sessions.kw["bind"]
+        with engine.connect():  # the pool's one connection, held
+            started = time.monotonic()
+            busy = client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w"})
+            assert (busy.status_code, busy.headers.get("retry-after")) == (503, "1"), busy.text
+            assert "no connection free" in busy.json()["detail"]
+            ready = client.get("/readyz")
+            assert ready.status_code == 503 and "QueuePool" in ready.json()["detail"]
+            assert time.monotonic() - started < 20  # the 0.5 s waits, not 30 s ones
+        assert client.get("/readyz").json() == {"status": "ready"}
+        assert client.post(f"/v1/studies/{sid}/suggestions",
+                           json={"worker_id": "w"}).status_code == 200
+
+
+def test_readiness_does_not_wait_for_a_writer_on_sqlite(tmp_path):
+    """/readyz ran SELECT 1 in a write session, BEGIN IMMEDIATE on SQLite: while a writer held
+    the database (an ask may, for seconds) the probe waited BBKB_DATABASE_BUSY_SECONDS and
+    answered 503 though the server answered every read at once."""
+    import sqlite3
+
+    db = tmp_path / "r.db"
+    with app_client(f"sqlite:///{db}", tmp_path, database_busy_seconds=3) as client:
+        create_study(client)
+        writer = sqlite3.connect(db, isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")
+        try:
+            assert client.get("/readyz").json() == {"status": "ready"}
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+
+
+def test_readiness_answers_within_its_deadline_when_the_database_hangs(tmp_path, monkeypatch):
+    """A PostgreSQL that stops answering (a frozen host) held /readyz for minutes: the probe
+    now says 503 at its deadline. (The hang is simulated: what is tested is the deadline.)"""
+    import threading
+
+    from service.api.routes import health
+
+    release = threading.Event()
+    monkeypatch.setattr(health, "READY_DEADLINE_SECONDS", 0.3)
+    monkeypatch.setattr(health, "_select", lambda app: release.wait(10))
+    with app_client(f"sqlite:///{tmp_path / 'h.db'}", tmp_path) as client:
+        try:
+            answer = client.get("/readyz")
+            assert answer.status_code == 503
+            assert answer.json()["detail"] == "the database did not answer within 0.3 s"
+        finally:
+            release.set()

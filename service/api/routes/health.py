@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+import asyncio
+
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from ..probes import shared
+
 router = APIRouter(tags=["health"])
+
+#: How long /readyz waits for the database's answer (a database that hangs, or a connection
+#: pool that is exhausted, is not ready: the probe says so rather than hang with it).
+READY_DEADLINE_SECONDS = 5.0
 
 
 @router.get("/healthz")
@@ -15,10 +23,26 @@ def get_health() -> dict[str, str]:
 
 
 @router.get("/readyz")
-def get_ready(request: Request) -> JSONResponse:
+async def get_ready(request: Request) -> JSONResponse:
+    """Ready when the database answers ``SELECT 1`` within :data:`READY_DEADLINE_SECONDS`, in
+    a read-only session (on SQLite a WAL snapshot: a writer holding the database's lock, as an
+    ask may for seconds, does not make the server unready); probes that come while one runs
+    share its answer."""
     try:
-        with request.app.state.sessions() as session:
-            session.execute(text("SELECT 1"))
+        await asyncio.wait_for(shared(request.app, "ready_probe", lambda: _select(request.app)),
+                               timeout=READY_DEADLINE_SECONDS)
+    except TimeoutError:
+        return _unavailable(f"the database did not answer within {READY_DEADLINE_SECONDS:g} s")
     except Exception as exc:  # noqa: BLE001 - any failure means "not ready"
-        return JSONResponse({"status": "unavailable", "detail": str(exc)}, status_code=503)
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        return _unavailable(f"{type(exc).__name__}: {reason[0] if reason else ''}")
     return JSONResponse({"status": "ready"})
+
+
+def _select(app: FastAPI) -> None:
+    with app.state.read_sessions() as session:
+        session.execute(text("SELECT 1"))
+
+
+def _unavailable(detail: str) -> JSONResponse:
+    return JSONResponse({"status": "unavailable", "detail": detail}, status_code=503)

@@ -13,6 +13,7 @@ from ...dispatch import PROBE_DEADLINE_SECONDS, job_study
 from ...store import queries
 from ...store.database import transaction
 from ..deps import OwnerDep
+from ..probes import shared
 from ..schemas import QueueState
 
 router = APIRouter(prefix="/v1", tags=["dispatch"])
@@ -52,18 +53,5 @@ def own_jobs(app: FastAPI, owner: int, workers: list[dict[str, Any]]) -> list[di
 
 
 async def _probe(app: FastAPI) -> dict[str, Any]:
-    """The queue's state, one probe at a time: requests that come while one runs share its
-    answer (a Redis that hangs holds one thread of the pool the API's routes run in, not one
-    per request)."""
-    loop = asyncio.get_running_loop()
-    running: asyncio.Future[dict[str, Any]] | None = getattr(app.state, "queue_probe", None)
-    if running is None or running.done() or running.get_loop() is not loop:
-        running = asyncio.ensure_future(run_in_threadpool(app.state.dispatcher.queue_state))
-        running.add_done_callback(_retrieved)  # no "never retrieved" log if all left
-        app.state.queue_probe = running
-    return await asyncio.shield(running)
-
-
-def _retrieved(done: asyncio.Future[Any]) -> None:
-    if not done.cancelled():
-        done.exception()
+    """The queue's state, one probe at a time (:func:`probes.shared`)."""
+    return await shared(app, "queue_probe", app.state.dispatcher.queue_state)
