@@ -33,8 +33,12 @@ def _serve(args: argparse.Namespace) -> int:
         "BBKB_API_WORKERS", "1", _processes)
     _check_database()
     _check_port(args.host, port)
+    # the supervisor of several processes logs as they do (uvicorn's own format otherwise)
+    logs.configure(os.environ["BBKB_LOG_FORMAT"], args.log_level)  # type: ignore[arg-type]
+    if workers > 1:  # its processes stop if it dies, even of a SIGKILL (api.app)
+        os.environ["BBKB_SUPERVISOR_PID"] = str(os.getpid())
     uvicorn.run("service.api.app:create_app", factory=True, host=args.host, port=port,
-                workers=workers, log_level=args.log_level, access_log=False)
+                workers=workers, log_level=args.log_level, access_log=False, log_config=None)
     return 0
 
 
@@ -70,8 +74,9 @@ def _check_port(host: str, port: int) -> None:
 
 def _check_database() -> None:
     """Refuse here, in one line, what the application factory would refuse inside uvicorn with
-    a traceback: a SQLite directory that cannot be created, and with BBKB_AUTO_MIGRATE off a
-    stale schema."""
+    a traceback (and, with several processes, again at each respawn, for good): a SQLite
+    directory that cannot be created, a database that cannot be reached, a schema newer than
+    this code, and with BBKB_AUTO_MIGRATE off a stale one; with it on, upgrade it here, once."""
     from .settings import Settings
     from .store.database import sqlite_path
     from .store.migrate import ensure_schema
@@ -80,16 +85,12 @@ def _check_database() -> None:
     path = sqlite_path(str(settings.database_url))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)  # OSError: one line (_run)
-    if settings.auto_migrate:
-        return  # the factory upgrades it
-    if path is not None and not path.exists():  # connecting would create it, only to refuse it
+    if not settings.auto_migrate and path is not None and not path.exists():
+        # connecting would create it, only to refuse it
         raise SystemExit(f"bbkb serve: no database at {path}: run `bbkb migrate` first (or set"
                          " BBKB_AUTO_MIGRATE=true)")
     with _engine(settings) as engine:
-        try:
-            ensure_schema(engine, auto_upgrade=False)
-        except RuntimeError as exc:
-            raise SystemExit(f"bbkb serve: {exc}") from None
+        ensure_schema(engine, auto_upgrade=settings.auto_migrate)  # errors: one line (_run)
 
 
 @contextlib.contextmanager
@@ -109,13 +110,14 @@ def _engine(settings: Settings | None = None) -> Iterator[Engine]:
 
 
 def _migrate(_: argparse.Namespace) -> int:
-    from .store.migrate import current, head, upgrade
+    from .store.migrate import head, upgrade
 
     with _engine() as engine:
-        before = current(engine)
-        upgrade(engine)
+        before = upgrade(engine)  # read under the migration lock: another migrate's is seen
         where = engine.url.render_as_string(hide_password=True)
-    print(f"database schema: {before or 'empty'} -> {head()} ({where})")
+    state = f"{head()}, already current" if before == head() else \
+        f"{before or 'empty'} -> {head()}"
+    print(f"database schema: {state} ({where})")
     return 0
 
 
@@ -422,6 +424,11 @@ def _run(args: argparse.Namespace) -> int:
     except OperationalError as exc:
         reason = str(exc.orig or exc).strip().splitlines()[0]
         raise SystemExit(f"bbkb {args.command}: cannot use the database: {reason}") from None
+    except RuntimeError as exc:  # a SchemaError (store.migrate, imported only if it ran)
+        migrate = sys.modules.get("service.store.migrate")
+        if migrate is None or not isinstance(exc, migrate.SchemaError):
+            raise
+        raise SystemExit(f"bbkb {args.command}: {exc}") from None
     except OSError as exc:
         if exc.filename is None:
             raise  # not a file or directory of ours (BrokenPipeError: main's)

@@ -48,6 +48,21 @@ def _detached() -> dict[str, Any]:
     return {"process_group": 0, "stdin": subprocess.DEVNULL, "preexec_fn": die_with_parent}
 
 
+def watch_parent(parent: int, poll: float = 1.0) -> None:
+    """SIGTERM this process once ``parent`` is no longer its parent: it died, perhaps of a
+    SIGKILL that no handler sees, and this process would otherwise run on orphaned (a thread
+    polling ``getppid``: PR_SET_PDEATHSIG follows the thread that started the child, and
+    uvicorn's supervisor restarts its processes from another thread)."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="bbkb-parent-watch", daemon=True).start()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

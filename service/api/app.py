@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ from .. import logs, trials
 from ..dispatch import Dispatcher
 from ..errors import ServiceError
 from ..metrics import LatencyMiddleware, Metrics
+from ..processes import watch_parent
 from ..runtime import Runtimes
 from ..settings import Settings
 from ..store import queries
@@ -87,6 +89,9 @@ def _reaper_loop(app: FastAPI, stop: threading.Event) -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    supervisor = os.environ.get("BBKB_SUPERVISOR_PID")  # bbkb serve with several processes
+    if supervisor and supervisor.isdigit():  # stop with it, even if it is SIGKILLed (at once
+        watch_parent(int(supervisor))         # if that happened while this one started)
     threadpool_limits(settings.blas_threads, user_api="blas")  # for the whole process
     if settings.log_format is not None:
         logs.configure(settings.log_format, settings.log_level)

@@ -34,23 +34,48 @@ def current(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the database up to ``revision`` (what `bbkb migrate` runs)."""
-    _migrate(engine, command.upgrade, revision)
+class SchemaError(RuntimeError):
+    """The database's schema is not one this code can run on (said in one line, with what to
+    do)."""
 
 
-def downgrade(engine: Engine, revision: str) -> None:
+def upgrade(engine: Engine, revision: str = "head") -> str | None:
+    """Bring the database up to ``revision`` (what `bbkb migrate` runs); returns the revision
+    it was at, read under the migration lock (None: empty)."""
+    return _migrate(engine, command.upgrade, revision)
+
+
+def downgrade(engine: Engine, revision: str) -> str | None:
     """Take the database down to ``revision``: rows are kept, values of the columns added after
     it are lost (tests/service/test_migrations.py goes down to the first revision and back)."""
-    _migrate(engine, command.downgrade, revision)
+    return _migrate(engine, command.downgrade, revision)
 
 
-def _migrate(engine: Engine, step, revision: str) -> None:  # type: ignore[no-untyped-def]
-    """Run an Alembic command on one :func:`migration_connection`."""
+def _migrate(engine: Engine, step, revision: str) -> str | None:  # type: ignore[no-untyped-def]
+    """Run an Alembic command on one :func:`migration_connection`; the revision before it."""
     config = alembic_config()
     with migration_connection(engine) as conn:
+        before = MigrationContext.configure(conn).get_current_revision()
+        _check_known(before)
         config.attributes["connection"] = conn
         step(config, revision)
+    return before
+
+
+def _check_known(revision: str | None) -> None:
+    """SchemaError for a revision this code's migrations do not have: a newer code's (a
+    rollback to an older image after the newer one migrated), which Alembic reports with a
+    traceback ("Can't locate revision")."""
+    if revision is None:
+        return
+    try:
+        ScriptDirectory.from_config(alembic_config()).get_revision(revision)
+    except Exception:  # noqa: BLE001 - alembic's CommandError / ResolutionError
+        raise SchemaError(
+            f"database schema is at {revision!r}, which this code does not know (its newest is "
+            f"{head()!r}): a newer version of bbkb-service migrated it. Run that version, or "
+            f"downgrade the database with it first (`alembic downgrade {head()}` from its "
+            "migrations)") from None
 
 
 @contextmanager
@@ -80,11 +105,14 @@ def migration_connection(engine: Engine) -> Iterator[Connection]:
 
 
 def ensure_schema(engine: Engine, *, auto_upgrade: bool = True) -> None:
-    """Upgrade (embedded default) or fail with the command to run (production)."""
-    if current(engine) == head():
+    """Upgrade (embedded default) or fail with the command to run (production); SchemaError
+    either way for a schema newer than this code."""
+    revision = current(engine)
+    if revision == head():
         return
+    _check_known(revision)
     if auto_upgrade:
         upgrade(engine)
         return
-    raise RuntimeError(f"database schema is at {current(engine)!r}, this code needs {head()!r}:"
-                       " run `bbkb migrate` (alembic upgrade head) first")
+    raise SchemaError(f"database schema is at {revision!r}, this code needs {head()!r}: run "
+                      "`bbkb migrate` (alembic upgrade head) first")

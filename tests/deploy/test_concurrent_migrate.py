@@ -54,3 +54,25 @@ def test_processes_opening_a_fresh_sqlite_file_together_all_connect(tmp_path):
                               stderr=subprocess.PIPE, text=True) for _ in range(6)]
     failures = [err for p in procs for err in [p.communicate(timeout=120)[1]] if p.returncode]
     assert failures == []
+
+
+MIGRATE = """
+import sys, time
+from service.store.database import make_engine
+from service.store.migrate import upgrade
+engine = make_engine(sys.argv[1])
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+print(upgrade(engine))  # what `bbkb migrate` prints as the schema it found
+"""
+
+
+def test_two_migrates_at_once_say_which_one_migrated(database_url):
+    """`bbkb migrate` read the revision before taking the migration lock: two at once both
+    printed "empty -> head" though the second, waiting on the lock, found nothing to do."""
+    at = time.time() + 8
+    procs = [subprocess.Popen([sys.executable, "-c", MIGRATE, database_url, str(at)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outcomes = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outcomes
+    assert sorted(out.strip() for out, _ in outcomes) == sorted(["None", head()])
