@@ -42,6 +42,9 @@ PREFIX = "rq-"
 REPAIR_GRACE_SECONDS = 10.0
 #: RQ job statuses after which a job carries no trial any more.
 ENDED = ("finished", "failed", "stopped", "canceled")
+#: The dispatcher's Redis commands time out after this long (a pass then ends, the next
+#: retries), seconds.
+REDIS_SECONDS = 10.0
 #: Connect and read timeout of each command of the queue-state probe (GET /v1/queue), and the
 #: probe's whole deadline (about 4 + 3 round trips per worker), seconds.
 PROBE_SECONDS = 2.0
@@ -128,7 +131,8 @@ class Dispatcher:
         # (BEGIN IMMEDIATE) at every pass, i.e. at every result, and make API writers wait
         self.read_sessions = read_sessions
         self.objective_modules = objective_modules  # BBKB_OBJECTIVE_MODULES
-        self.redis = Redis.from_url(redis_url)
+        self.redis = Redis.from_url(redis_url, socket_connect_timeout=REDIS_SECONDS,
+                                    socket_timeout=REDIS_SECONDS)  # a hang must end
         self.queue = Queue(QUEUE, connection=self.redis)
         self.wake = threading.Event()
         #: for GET /v1/queue: a request must not hang on a Redis that does not answer
@@ -300,8 +304,14 @@ class Dispatcher:
         return jobs
 
     def loop(self, stop: threading.Event, interval: float = 0.5) -> None:
-        """Top up every dispatching study when woken (a result arrived) or every interval."""
-        passes = 0
+        """Top up every dispatching study when woken (a result arrived) or every interval. A
+        Redis that does not answer is said once when the server starts or the outage begins
+        (a warning, not a traceback per pass) and once when it answers again."""
+        from redis import RedisError
+
+        passes, outage = 0, not self._answers()
+        if outage:
+            log.warning("Redis does not answer: dispatches wait for it")
         while not stop.is_set():
             self.wake.wait(interval)
             self.wake.clear()
@@ -310,6 +320,7 @@ class Dispatcher:
             except Exception:  # noqa: BLE001 - keep dispatching after a failed pass
                 log.exception("dispatch pass failed")
                 dispatching = []
+            failed = None
             for study_id in dispatching:
                 try:
                     if passes % 20 == 0:
@@ -317,9 +328,29 @@ class Dispatcher:
                     self.top_up(study_id)
                 except ServiceError as exc:  # e.g. deleted since the listing
                     log.info("dispatch of study %d skipped: %s", study_id, exc)
+                except RedisError as exc:
+                    failed = exc
+                    break  # the other studies would meet the same outage
                 except Exception:  # noqa: BLE001 - one study's failure must not stop the others
                     log.exception("dispatch pass of study %d failed", study_id)
+            if failed is not None:
+                if not outage:
+                    log.warning("Redis does not answer (%s: %s): dispatches wait for it",
+                                type(failed).__name__, failed)
+                outage = True
+            elif outage and self._answers():
+                log.info("Redis answers again: dispatching")
+                outage = False
             passes += 1
+
+    def _answers(self) -> bool:
+        """Whether Redis answers a PING (within PROBE_SECONDS)."""
+        from redis import RedisError
+
+        try:
+            return bool(self.probe.ping())
+        except RedisError:
+            return False
 
 
 def complete_and_next(session: Session, runtime, study: Study, *, trial_id: int, value: float,  # type: ignore[no-untyped-def]

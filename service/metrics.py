@@ -16,6 +16,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .engine import BatchInfo
 
 access_log = logging.getLogger("bbkb.access")
+#: Routes whose successful answers are logged at DEBUG only.
+PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 batch_log = logging.getLogger("bbkb.server")
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
@@ -82,8 +84,10 @@ class LatencyMiddleware:
             seconds = time.perf_counter() - start
             route = getattr(scope.get("route"), "path", "unmatched")
             self.metrics.requests.labels(scope["method"], route, str(status[0])).observe(seconds)
-            if access_log.isEnabledFor(logging.INFO):
-                access_log.info("%s %s %d", scope["method"], scope["path"], status[0], extra={
+            # a successful probe (load balancers poll them every few seconds) only at DEBUG
+            level = logging.DEBUG if route in PROBES and status[0] < 400 else logging.INFO
+            if access_log.isEnabledFor(level):
+                access_log.log(level, "%s %s %d", scope["method"], scope["path"], status[0], extra={
                     "method": scope["method"], "route": route, "status": status[0],
                     "ms": round(1000 * seconds, 2), **_ids(scope.get("path_params", {}))})
 

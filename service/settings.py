@@ -82,9 +82,11 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _database_url(cls, url: str | None) -> str | None:
-        """A URL SQLAlchemy can use (a dialect it knows), refused here rather than at connect."""
-        if url is None:
-            return url
+        """A URL SQLAlchemy can use (a dialect it knows), refused here rather than at connect;
+        empty (``BBKB_DATABASE_URL=``, as compose passes an unset one) is unset, as for
+        BBKB_REDIS_URL."""
+        if not url:
+            return None
         try:
             parsed = make_url(url)
             dialect = parsed.get_dialect()

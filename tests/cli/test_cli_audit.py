@@ -420,3 +420,12 @@ def test_bbkb_worker_takes_the_runners_own_options(capsys) -> None:
     assert code == 0 and "--processes" in out and "SIGHUP" in out
     code, _, err = run(capsys, "worker", "-n", "0", "--redis-url", "redis://127.0.0.1:1/0")
     assert code == 2 and "--processes must be at least 1, got 0" in err
+
+
+def test_an_empty_database_url_is_unset(tmp_path: Path) -> None:
+    """``BBKB_DATABASE_URL=`` (compose passes an unset variable as empty) was refused ("Could
+    not parse SQLAlchemy URL") where an empty BBKB_REDIS_URL or BBKB_LOG_FORMAT is unset: it
+    is unset too, the SQLite file in BBKB_DATA_DIR."""
+    done = bbkb("migrate", env=bbkb_env(BBKB_DATABASE_URL="", BBKB_DATA_DIR=str(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "bbkb.db").exists()

@@ -78,6 +78,8 @@ def test_bbkb_serve_logs_json_lines_for_requests_and_batches(tmp_path):
     assert complete["ms"] > 0
     assert any(e["msg"] == "batch opened" and e["study_id"] == sid for e in events)
     assert not any(e["logger"] == "uvicorn.access" for e in events)
+    # the readiness polls above are not logged at INFO (a load balancer's would flood it)
+    assert not any(e["route"] == "/readyz" for e in access)
 
 
 def test_access_log_keeps_odd_path_ids_as_text_and_never_turns_a_4xx_into_a_500(

@@ -1,0 +1,60 @@
+"""A Redis that does not answer is said once, as a warning, when the server starts or the
+outage begins, and once more when it answers again: the dispatcher logged a traceback at every
+pass of every dispatching study (every 0.5 s, or at each result)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+from fastapi.testclient import TestClient
+
+from service import dispatch
+from service.api.app import create_app
+from service.processes import RedisProcess, free_port
+from service.settings import Settings
+
+
+def test_a_redis_outage_is_one_warning_and_its_end_one_line(tmp_path, caplog, monkeypatch):
+    # the trials handed out while Redis was down are enqueued by the repair after its grace
+    monkeypatch.setattr(dispatch, "REPAIR_GRACE_SECONDS", 0.5)
+    port = free_port()
+    redis = RedisProcess(port=port)
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'o.db'}", auth="none",
+                              redis_url=f"redis://127.0.0.1:{port}/0", data_dir=tmp_path))
+    dispatcher = app.state.dispatcher
+    stop = threading.Event()
+    client = TestClient(app)  # no `with`: the lifespan's dispatcher stays off, driven here
+    try:
+        body = {"name": "down", "candidates": np.random.default_rng(0).random((30, 2)).tolist(),
+                "objective": "function:branin", "engine": {"strategy": "uniform", "seed": 0}}
+        sid = client.post("/v1/studies", json=body).json()["id"]
+        with caplog.at_level(logging.INFO, logger="bbkb"):
+            answer = client.post(f"/v1/studies/{sid}/dispatch",
+                                 json={"n_evaluations": 4, "parallelism": 2})
+            assert answer.status_code == 200, answer.text  # the dispatch waits for Redis
+            loop = threading.Thread(target=dispatcher.loop, args=(stop,),
+                                    kwargs={"interval": 0.05})
+            loop.start()
+            try:
+                time.sleep(1.0)  # about 20 passes without Redis
+                redis.start()
+                deadline = time.monotonic() + 30
+                while dispatcher.queue.count == 0 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert dispatcher.queue.count > 0  # jobs enqueued once it answers
+            finally:
+                stop.set()
+                loop.join(30)
+                redis.stop()
+    finally:
+        client.close()
+        app.state.sessions.kw["bind"].dispose()
+        dispatcher.close()
+    records = [r for r in caplog.records if r.name.startswith("bbkb.dispatch")]
+    down = [r for r in records if "Redis does not answer" in r.getMessage()]
+    assert len(down) == 1 and down[0].levelno == logging.WARNING, caplog.text
+    assert [r for r in records if r.exc_info] == []  # no traceback per pass
+    assert sum("Redis answers again" in r.getMessage() for r in records) == 1
