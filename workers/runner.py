@@ -19,7 +19,8 @@ one authenticated request to the API, and exits with code 1 and a one-line messa
 fails (a wrong key, an API still down after the retry budget). With ``-n N`` the parent exits
 with code 1, naming the process, as soon as one of its worker processes exits abnormally (the
 others are stopped warm). A worker rides out a Redis outage; a ``--burst`` worker (exit 0 once
-the queue is empty) that loses Redis exits 1 with one line.
+the queue is empty) that loses Redis exits 1 with one line. A worker that Redis forgot (it restarted
+without persistence) registers itself again at its next heartbeat, so the worker lists see it again.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     for a duplicate signal is for signals that reach a worker twice, from a pool and from the
     terminal), and the worker stops once the parent is gone."""
     from redis.exceptions import RedisError
-    from rq import Queue, SimpleWorker
+    from rq import Queue, SimpleWorker, worker_registration
     from rq.exceptions import StopRequested
 
     import service.problems  # noqa: F401 - the built-in objectives' numpy/scipy, paid at start
@@ -81,6 +82,32 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
                     _ready(redis_url)
                 except StopRequested:  # a stop as it logged, outside work()'s try: the
                     self._stop_requested = True  # loop's first check ends it (teardown runs)
+
+        def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+            """RQ's heartbeat, and the worker listed again if Redis lost its data (restarted
+            without persistence): RQ lists a worker only as it starts (``register_birth``), and
+            a worker that rides out the restart (its dequeue retries) went on unlisted."""
+            if pipeline is not None or self.birth_date is None:  # (a job's step; the birth)
+                super().heartbeat(timeout, pipeline)
+                return
+            timeout = timeout or self.worker_ttl + 60
+            with self.connection.pipeline() as beat:  # one round trip, as RQ's three were
+                super().heartbeat(timeout, beat)
+                rq_commands = len(beat)
+                beat.hexists(self.key, "birth")
+                beat.sismember(worker_registration.REDIS_WORKER_KEYS, self.key)
+                for name in self.queue_names():
+                    beat.sismember(worker_registration.WORKERS_BY_QUEUE_KEY % name, self.key)
+                listed = beat.execute()[rq_commands:]
+            if all(listed):
+                return
+            self.log.warning("Worker %s: Redis lost its entry (restarted empty?); "
+                             "registered again", self.name)
+            with self.connection.pipeline() as again:  # register_birth's, the birth kept
+                again.hset(self.key, mapping={**self.serialize(), "state": self._state})
+                worker_registration.register(self, again)
+                again.expire(self.key, timeout)
+                again.execute()
 
         def request_stop(self, signum, frame):  # type: ignore[no-untyped-def]
             workers.job.stopping.set()  # the job in progress takes no next trial

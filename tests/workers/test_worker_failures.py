@@ -309,6 +309,41 @@ def test_a_stop_while_redis_is_down_is_quiet(system):
     assert code == 0 and "Traceback" not in err, err
 
 
+def test_a_worker_lists_itself_again_after_redis_restarts_empty(system):
+    """Redis killed and restarted empty on the same port (no persistence): the worker rides it
+    out and is listed again (RQ lists a worker only as it starts), in RQ's sets and in GET
+    /v1/queue, and evaluates the trials dispatched afterwards."""
+    from redis import Redis
+    from rq import Queue, Worker
+
+    url, redis = system["server"].url, system["redis"]
+    system["workers"] += runner.spawn(redis.url, 1, env={"BBKB_URL": url})
+    connection = Redis.from_url(redis.url)
+
+    def listed() -> list[str]:  # in rq:workers and in the queue's set (GET /v1/queue's)
+        return [w.name for w in Worker.all(connection=connection)
+                if w in Worker.all(queue=Queue(runner.QUEUE, connection=connection))]
+
+    names = _until(listed, 30, "the worker registered")
+    _until(lambda: any("b" in c["flags"] for c in connection.client_list()), 30,  # blocked in
+           "the worker waits for a job")  # its dequeue, which RQ retries (at other moments it
+    # quits, and the runner's next worker registers itself as it starts)
+    assert redis.proc is not None
+    redis.proc.kill()  # SIGKILL: the data is lost
+    redis.proc.wait()
+    redis.start()  # an empty Redis on the same port (the fixture stops it)
+    assert _until(listed, 30, "the worker is listed again") == names
+    state = _until(lambda: (r := http.get(f"{url}/v1/queue").json())["workers"] and r, 30,
+                   "GET /v1/queue lists the worker")
+    assert [w["name"] for w in state["workers"]] == names, state
+    connection.close()
+    sid = _study(url, "tests.workers.objective_fns:quadratic")
+    r = http.post(f"{url}/v1/studies/{sid}/dispatch", json={"n_evaluations": 3, "parallelism": 1})
+    assert r.status_code == 200, r.text
+    _until(lambda: _done(url, sid), 60, "the worker evaluated the trials dispatched after")
+    assert sorted(t["status"] for t in _trials(url, sid)) == ["completed"] * 3
+
+
 _LOST_AT_START = """
 import sys, time
 from redis.exceptions import ConnectionError
