@@ -178,6 +178,9 @@ class GOUCBModel:
         self.weights: dict[int, np.ndarray] = {}  # b -> w_b (0: the Phase I fit w0)
         self.phase_one = np.zeros(0, dtype=np.int64)
         self.y_mean, self.y_scale = 0.0, 1.0
+        # f_i and g_i of each record t at w_{b(i)}, filled a whole batch at a time (_linearised)
+        self._f, self._G = np.zeros(0), np.zeros((0, self.net.size))
+        self._linearised_batches = np.zeros(0, dtype=bool)
 
     def _phase_one(self, arm: np.ndarray, value: np.ndarray, observed: np.ndarray,
                    rng: np.random.Generator) -> None:
@@ -192,12 +195,27 @@ class GOUCBModel:
 
     def _linearised(self, arm: np.ndarray, batch: np.ndarray, rows: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
-        """f_i and g_i of records ``rows`` at w_{b(i)} (the estimate when each was selected)."""
-        f, G = np.empty(len(rows)), np.empty((len(rows), self.net.size))
-        for b in np.unique(batch[rows]):
-            sel = batch[rows] == b
-            f[sel], G[sel] = self.net.gradient(self.X[arm[rows[sel]]], self.weights[int(b)])
-        return f, G
+        """f_i and g_i of records ``rows`` at w_{b(i)} (the estimate when each was selected).
+
+        They never change once w_{b(i)} is known (eq. (3)): each batch's records are computed
+        once, all of them in one call when the first is needed (its batch is closed then, so
+        the set is final, and a restored strategy groups them the same way: the same numbers),
+        and kept. Each opening then computes only the last batch's, not all t records'."""
+        batches = np.unique(batch[rows])
+        if len(batches) and batches[-1] >= len(self._linearised_batches):
+            self._linearised_batches = np.concatenate([self._linearised_batches, np.zeros(
+                int(batches[-1]) + 1 - len(self._linearised_batches), dtype=bool)])
+        new = batches[~self._linearised_batches[batches]]
+        if len(new) and len(batch) > len(self._f):  # grow to every record (amortised O(1))
+            size = max(len(batch), 2 * len(self._f))
+            self._f = np.resize(self._f, size)
+            self._G = np.concatenate([self._G, np.empty((size - len(self._G), self.net.size))])
+        for b in new:  # typically one: the batch that closed last
+            members = np.flatnonzero(batch == b)
+            self._f[members], self._G[members] = self.net.gradient(self.X[arm[members]],
+                                                                   self.weights[int(b)])
+            self._linearised_batches[b] = True
+        return self._f[rows], self._G[rows]
 
     def _estimate(self, arm: np.ndarray, batch: np.ndarray, value: np.ndarray,
                   observed: np.ndarray) -> np.ndarray:
