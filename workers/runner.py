@@ -124,7 +124,9 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
             raise SystemExit  # a SimpleWorker has no work horse to take down
 
     if parent is not None:
-        _watch_parent(parent)
+        from service.processes import watch_parent
+
+        watch_parent(parent)  # stop once it dies, even of a SIGKILL (a warm stop)
     logging.getLogger("rq.worker").addFilter(_one_line_redis_errors)
     _stops_survive_logging()
     _check_modules()
@@ -254,19 +256,6 @@ def _redis_back(worker: Any, connection: Redis, poll: float = 2.0) -> bool:
 def _ignore(signums: Sequence[int]) -> None:
     for signum in signums:
         signal.signal(signum, signal.SIG_IGN)
-
-
-def _watch_parent(parent: int, poll: float = 1.0) -> None:
-    """SIGTERM this process once ``parent`` is no longer its parent: it died, perhaps of a
-    SIGKILL that no handler sees, and the worker would otherwise run on orphaned. A warm stop
-    (a cold one if a stop was already under way)."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="bbkb-parent-watch", daemon=True).start()
 
 
 def _check_modules() -> None:
