@@ -118,6 +118,15 @@ def finished(session: Session, runtimes: Runtimes, study: Study) -> int:
     return queries.finished_suggested(session, study.id)
 
 
+def completed(session: Session, runtimes: Runtimes, study: Study) -> int:
+    """Suggested trials of the study completed, as :func:`finished` counts those with any
+    outcome."""
+    done = runtimes.observed(study.id, study.version)
+    if done is not None:
+        return done
+    return queries.completed_suggested(session, study.id)
+
+
 class Dispatcher:
     """Enqueues evaluation jobs for dispatching studies; one per server process."""
 

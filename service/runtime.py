@@ -95,6 +95,11 @@ class Runtimes:
         strategy = self._cached_at(study_id, version)
         return None if strategy is None else strategy.resolved()
 
+    def observed(self, study_id: int, version: int) -> int | None:
+        """Suggested selections with a value (completed trials), as :meth:`resolved`."""
+        strategy = self._cached_at(study_id, version)
+        return None if strategy is None else strategy.observed()
+
     def exhausted(self, study_id: int, version: int) -> bool | None:
         """Whether the cached engine, if built at ``version``, has no candidate left to propose
         (``deterministic``); None if this process does not hold it current. A hint, as

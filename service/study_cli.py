@@ -387,9 +387,10 @@ def _wait_for(study: Study, args: argparse.Namespace,
               before: tuple[int, int] = (0, 0)) -> int:
     """Wait for the study's dispatch with a progress bar on stderr; exit 1 if it ends paused,
     the timeout passes, or it is done without one completed evaluation (every one failed: a
-    broken objective) since ``before``, the study's (completed, failed) counts at its start
-    (by default: none, so a study without a completed trial). Ctrl-C stops the waiting, not
-    the dispatch."""
+    broken objective): the dispatch's own counts say so, or, from an older server without
+    them, the study's since ``before``, its (completed, failed) counts at the start (by
+    default: none, so a study without a completed trial). Ctrl-C stops the waiting, not the
+    dispatch."""
     try:
         status = study.wait(progress=not args.quiet, timeout=args.timeout)
     except TimeoutError:
@@ -407,8 +408,12 @@ def _wait_for(study: Study, args: argparse.Namespace,
     else:  # a dispatch whose trials all failed is done too: say so
         print(f"{_dispatch_line(study, status)}; the study has {completed} completed and "
               f"{failed} failed trials")
-    if status.status == "done" and completed == before[0] and failed > before[1]:
-        print(f"error: the dispatch completed none of its evaluations: {failed - before[1]} "
+    if status.completed is not None:  # the dispatch's own counts
+        none_completed, n_failed = status.completed == 0, status.finished - status.completed
+    else:
+        none_completed, n_failed = completed == before[0], failed - before[1]
+    if status.status == "done" and none_completed and n_failed > 0:
+        print(f"error: the dispatch completed none of its evaluations: {n_failed} "
               f"trial(s) failed for good, the latest {_last_failure(study)}", file=sys.stderr)
         return 1
     return 0 if status.status in ("done", None) else 1

@@ -383,6 +383,9 @@ class DispatchStatus(BaseModel):
     in_flight: int = Field(default=0, description="The study's trials pending or running.")
     finished: int = Field(default=0, description=(
         "Trials of the study with an outcome since the dispatch started."))
+    completed: int | None = Field(default=None, description=(
+        "Of those, the trials completed (the others failed for good: finished - completed); "
+        "null for a dispatch started by an older server."))
 
 
 class StudySummary(BaseModel):

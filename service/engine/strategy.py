@@ -259,6 +259,12 @@ class Strategy:
         return int(np.count_nonzero((self._records.kind[:n] == SUGGESTED)
                                     & (self._records.status[:n] != PENDING)))
 
+    def observed(self) -> int:
+        """Number of suggested selections with a value (their trials completed)."""
+        n = len(self._records)
+        return int(np.count_nonzero((self._records.kind[:n] == SUGGESTED)
+                                    & (self._records.status[:n] == OBSERVED)))
+
     def ask(self, count: int = 1, seconds: float | None = None) -> list[Selection]:
         """Up to ``count`` next selections; fewer while a sync batch waits for results, once
         a ``deterministic`` strategy has proposed every candidate (then ExhaustedError), or

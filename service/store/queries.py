@@ -332,6 +332,13 @@ def finished_suggested(session: Session, study_id: int) -> int:
         Trial.status.in_(("completed", "failed", "abandoned")))) or 0)
 
 
+def completed_suggested(session: Session, study_id: int) -> int:
+    """Suggested trials completed: O(completed trials)."""
+    return int(session.scalar(select(func.count()).where(
+        Trial.study_id == study_id, Trial.kind == "suggested",
+        Trial.status == "completed")) or 0)
+
+
 def distinct_candidates(session: Session, study_id: int) -> int:
     """Candidates the study's trials hold (proposed or imported): O(trials)."""
     return int(session.scalar(select(func.count(func.distinct(Trial.candidate))).where(

@@ -71,6 +71,7 @@ def test_each_result_brings_the_next_trial_until_the_budget_is_spent(tmp_path, s
 
     status = client.get(f"/v1/studies/{sid}/dispatch").json()
     assert status["in_flight"] == 2 and status["finished"] == 1  # parallelism is kept
+    assert status["completed"] == 1
     app.state.runtimes.forget(sid)  # a process without the engine counts in the database
     assert client.get(f"/v1/studies/{sid}/dispatch").json() == status
 
@@ -86,6 +87,7 @@ def test_each_result_brings_the_next_trial_until_the_budget_is_spent(tmp_path, s
     app.state.dispatcher.top_up(sid)
     status = client.get(f"/v1/studies/{sid}/dispatch").json()
     assert (status["status"], status["finished"], status["in_flight"]) == ("done", 5, 0)
+    assert status["completed"] == 5
     app.state.runtimes.forget(sid)
     assert client.get(f"/v1/studies/{sid}/dispatch").json() == status
 
@@ -93,6 +95,7 @@ def test_each_result_brings_the_next_trial_until_the_budget_is_spent(tmp_path, s
     again = client.post(f"/v1/studies/{sid}/dispatch", json={"n_evaluations": 3,
                                                               "parallelism": 2}).json()
     assert (again["status"], again["n_evaluations"], again["finished"]) == ("running", 3, 0)
+    assert again["completed"] == 0
     assert app.state.dispatcher.top_up(sid) == 2
     live = [job.args[0] for job in queue.jobs][-2:]
     while live:
@@ -104,6 +107,9 @@ def test_each_result_brings_the_next_trial_until_the_budget_is_spent(tmp_path, s
     app.state.dispatcher.top_up(sid)
     status = client.get(f"/v1/studies/{sid}/dispatch").json()
     assert (status["status"], status["finished"], status["in_flight"]) == ("done", 3, 0)
+    assert status["completed"] == 3
+    app.state.runtimes.forget(sid)
+    assert client.get(f"/v1/studies/{sid}/dispatch").json() == status
 
 
 def test_no_next_trial_when_paused_asked_not_to_or_in_sync_mode(tmp_path, system):

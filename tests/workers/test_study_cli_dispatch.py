@@ -90,8 +90,9 @@ def test_bad_arguments_are_usage_errors(capsys, argv, message):
 def test_a_dispatch_whose_every_evaluation_failed_exits_1(system, tmp_path, capsys):
     """An objective that fails every trial for good (here: it returns a string) made
     ``dispatch --wait`` print "dispatch done, 4 of 4 evaluations done ... 0 completed and 4
-    failed trials" and exit 0, as if all went well. ``wait`` alone says so too, where the study
-    has no completed trial at all."""
+    failed trials" and exit 0, as if all went well. ``wait`` alone says so too, from the
+    dispatch's own counts (it judged from the study's, and could not tell where the study had
+    a completed trial from before)."""
     url = ["--url", system["server"].url]
     path = tmp_path / "x.csv"
     np.savetxt(path, np.random.default_rng(0).random((50, 2)), delimiter=",",
@@ -116,5 +117,8 @@ def test_a_dispatch_whose_every_evaluation_failed_exits_1(system, tmp_path, caps
         study.tell(trial.id, 1.0, worker_id="me")
     code, _, err = run(capsys, "study", "dispatch", "bad", "-n", "2", "--wait", "-q", *url)
     assert code == 1 and "2 trial(s) failed for good" in err, err
-    code, _, err = run(capsys, "study", "wait", "bad", "-q", *url)
-    assert code == 0 and err == "", err  # the study has a completed trial: wait cannot tell
+    code, _, err = run(capsys, "study", "wait", "bad", "-q", *url)  # the study has a
+    assert code == 1 and "2 trial(s) failed for good" in err, err  # value: the dispatch's counts
+    with Client(system["server"].url) as bbkb:
+        status = bbkb.study("bad").dispatch_status()
+    assert (status.finished, status.completed) == (2, 0)

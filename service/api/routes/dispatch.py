@@ -31,11 +31,14 @@ def _status(session, study, runtimes) -> DispatchStatus:  # type: ignore[no-unty
     when this process has it current (else one O(trials) count)."""
     plan = study.dispatch or {}
     in_flight = sum(queries.unfinished_counts(session, study.id).values())
+    completed = None  # (a plan stored before completed_before has none)
+    if "completed_before" in plan:
+        completed = dispatch.completed(session, runtimes, study) - int(plan["completed_before"])
     return DispatchStatus(status=plan.get("status"), n_evaluations=plan.get("n_evaluations"),
                           parallelism=plan.get("parallelism"), objective=plan.get("objective"),
                           in_flight=in_flight,
                           finished=dispatch.finished(session, runtimes, study)
-                          - int(plan.get("finished_before", 0)))
+                          - int(plan.get("finished_before", 0)), completed=completed)
 
 
 @router.post("")
@@ -61,8 +64,9 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
         # pool (a worker that takes such a job skips it) and out again under the new one
         for trial in queries.queued_trials(session, study.id):
             trials.release_trial(trial)
-    study.dispatch = body.model_dump() | {"objective": objective, "status": "running",
-                                          "finished_before": before}
+    study.dispatch = body.model_dump() | {
+        "objective": objective, "status": "running", "finished_before": before,
+        "completed_before": dispatch.completed(session, runtimes, study)}
     request.app.state.dispatcher.wake.set()
     return _status(session, study, runtimes)
 
