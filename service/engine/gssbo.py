@@ -60,6 +60,7 @@ from .hyperparameters import Hyperparameters, Prior, map_objective, minimize_fro
 from .kernels import Matern52
 from .likelihoods import exact_log_likelihood, squared_distances
 from .normalize import choose_scaling
+from .nystrom import jittered_cholesky
 from .spacing import median_distance
 
 
@@ -68,7 +69,7 @@ def _factor(X: np.ndarray, hp: Hyperparameters) -> tuple[Matern52, np.ndarray]:
     kernel = Matern52(hp.lengthscale[0], hp.variance)
     K = kernel(X, X)
     K[np.diag_indices_from(K)] += hp.noise
-    return kernel, linalg.cholesky(K, lower=True)
+    return kernel, jittered_cholesky(K, "GSSBO's pilot kernel matrix")
 
 
 def pilot_gradients(X: np.ndarray, y: np.ndarray, pilot: np.ndarray,

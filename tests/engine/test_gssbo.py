@@ -187,3 +187,13 @@ def test_values_spread_over_1e_300_give_the_proposals_of_the_same_values_scaled_
         (selection,) = strategy.ask(1)
         strategy.tell(selection.t, value)
     assert len(strategy.ask(1)) == 1
+
+
+def test_the_pilot_factor_survives_repeated_arms_at_a_tiny_noise():
+    """GSSBO's gradient rule factored its pilot kernel matrix with a bare Cholesky: repeated
+    arms at a fitted noise near zero made it singular, a LinAlgError (a 500 in the service).
+    It takes the jitter ladder of the other posteriors."""
+    X = np.repeat(np.random.default_rng(0).random((3, 2)), 4, axis=0)
+    _, L = gssbo._factor(X, Hyperparameters((0.5,), 1.0, 1e-300))
+    assert np.isfinite(L).all()
+    assert np.allclose((L @ L.T)[:4, :4], 1.0, atol=1e-6)  # the repeats' block, jittered
