@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from client.records import parameter_column
+from service.api.schemas import spreadsheet_text
 
 if TYPE_CHECKING:
     from client import Client, Study
@@ -40,11 +41,11 @@ def _ask(args: argparse.Namespace, client: Client, study: Study) -> int:
     names = study.parameter_names
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(SHEET_COLUMNS + [parameter_column(n) for n in names])
+    writer.writerow(SHEET_COLUMNS + [spreadsheet_text(parameter_column(n)) for n in names])
     for trial in answer.trials:
         lease = trial.lease_expires_at.isoformat() if trial.lease_expires_at else ""
         writer.writerow([trial.id, "", trial.candidate, trial.batch, lease]
-                        + [trial.parameters.get(n, "") for n in names])
+                        + [spreadsheet_text(trial.parameters.get(n, "")) for n in names])
     to_file = args.output not in (None, "-")  # "-": stdout, as study export's
     if to_file:
         Path(args.output).write_text(buffer.getvalue(), encoding="utf-8")

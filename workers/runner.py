@@ -335,17 +335,18 @@ def spawn(redis_url: str, processes: int, env: dict[str, str] | None = None,
     (returned; a new list by default) as each starts: a Ctrl-C meanwhile loses none. They
     ignore SIGINT (the caller stops them with SIGTERM, :func:`stop`) and stop if this process
     dies. SIGINT and SIGHUP are blocked while they start, until they ignore them (``__main__``),
-    so a Ctrl-C or a hangup then does not end one."""
-    cmd = [sys.executable, "-m", "workers.runner", "--redis-url", redis_url,
-           "--parent", str(os.getpid())]
+    so a Ctrl-C or a hangup then does not end one. The Redis URL goes in their environment, not
+    their command line, which any local user can read (``ps``), password and all."""
+    cmd = [sys.executable, "-m", "workers.runner", "--parent", str(os.getpid())]
     if burst:
         cmd.append("--burst")
     children = [] if children is None else children
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
     try:
         for _ in range(processes):
-            children.append(subprocess.Popen(cmd, env={**os.environ, **(env or {})},
-                                             stdin=subprocess.DEVNULL))
+            children.append(subprocess.Popen(
+                cmd, env={**os.environ, **(env or {}), "BBKB_REDIS_URL": redis_url},
+                stdin=subprocess.DEVNULL))
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     return children

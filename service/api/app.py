@@ -27,6 +27,7 @@ from ..store.migrate import ensure_schema
 from ..store.models import Study, utcnow
 from . import errors
 from .deps import TooLarge
+from .guards import RequestGuard
 from .routes import batches, dispatch, health, history, metrics, queue, studies, ui
 from .routes import trials as trial_routes
 
@@ -134,6 +135,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
     app.add_middleware(BodySizeLimit, json=settings.max_json_bytes,
                        upload=settings.max_upload_bytes)
+    app.add_middleware(RequestGuard, keys=settings.auth == "keys")  # outermost: before any read
     errors.install(app)
     for module in (health, metrics, studies, trial_routes, batches, dispatch, queue, history,
                    ui):
@@ -161,9 +163,17 @@ class BodyTooLarge(TooLarge, HTTPException):
         return str(self.detail)
 
 
+#: The routes whose bodies are a few fields (an ask, a result, a heartbeat, a dispatch's plan),
+#: by their path's last segment, and their limit: a 256 MB body there was parsed in full.
+SMALL_BODIES = frozenset({"suggestions", "complete", "fail", "heartbeat", "pause", "resume",
+                          "dispatch"})
+SMALL_BODY_BYTES = 1024**2
+
+
 class BodySizeLimit:
     """413 ``{detail, field}`` for bodies over the limit: ``upload`` bytes for the .npy upload
-    (``PUT .../candidates``), ``json`` (at most ``upload``) for every other route. A declared
+    (``PUT .../candidates``), 1 MiB for :data:`SMALL_BODIES`, ``json`` (at most ``upload``) for
+    every other route. A declared
     Content-Length is refused before the app runs; a chunked body (none declared) is counted as
     it arrives, and the read that passes the limit raises :class:`BodyTooLarge` in the app, whose
     handler answers. Nothing is buffered here."""
@@ -175,7 +185,9 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.upload if scope["path"].endswith("/candidates") else self.json
+        last = scope["path"].rstrip("/").rsplit("/", 1)[-1]
+        limit = (self.upload if last == "candidates" else
+                 min(self.json, SMALL_BODY_BYTES) if last in SMALL_BODIES else self.json)
         length = dict(scope.get("headers", ())).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             await _too_large(limit)(scope, receive, send)

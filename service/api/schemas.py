@@ -40,6 +40,19 @@ TRIAL_COLUMNS = ["trial_id", "t", "candidate", "batch", "kind", "status", "value
                  "worker_id", "lease_expires_at", "created_at", "completed_at", "error"]
 
 
+#: A CSV cell that a spreadsheet would run as a formula starts with one of these (OWASP's list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_text(value: object) -> object:
+    """``value`` for a CSV cell (the export, a lab sheet): a text beginning as a formula would (a
+    parameter name or choice, a worker id, an error: ``=HYPERLINK(...)``) gets a leading
+    apostrophe, which spreadsheets show as text; numbers and other text as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def parameter_column(name: str) -> str:
     """A parameter's column in a record or the CSV export: its name, or ``param_<name>`` if a
     trial field has that name or it starts with ``param_`` (so that no two columns share one)."""

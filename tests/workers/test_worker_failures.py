@@ -662,3 +662,21 @@ def test_sigterm_during_the_start_up_checks_is_a_clean_stop():
         redis.stop()
     assert code == 0 and "killed" not in err and "Traceback" not in err, err
     assert not any(psutil.pid_exists(child.pid) for child in children)
+
+
+def test_the_redis_url_is_not_on_the_workers_command_lines(monkeypatch):
+    """spawn() put --redis-url on each worker's command line, where any local user reads it
+    (``ps``), password and all; it goes in their environment. (Popen faked: what is checked
+    is what spawn passes it.)"""
+    started: list[tuple[list[str], dict[str, str]]] = []
+
+    class Popen:
+        def __init__(self, cmd, env, stdin):  # type: ignore[no-untyped-def]
+            started.append((cmd, env))
+
+    monkeypatch.setattr(runner.subprocess, "Popen", Popen)
+    runner.spawn("redis://:s3cret@127.0.0.1:1/0", 2, env={"BBKB_REDIS_URL": "redis://other"})
+    assert len(started) == 2
+    for cmd, env in started:
+        assert not any("s3cret" in part for part in cmd), cmd
+        assert env["BBKB_REDIS_URL"] == "redis://:s3cret@127.0.0.1:1/0"

@@ -132,16 +132,27 @@ def _check_space_size(body: StudyCreate, settings: Settings) -> None:
 async def upload_candidates(study_id: StudyId, request: Request, owner: OwnerDep,
                             settings: SettingsDep) -> StudyPublic:
     """The candidate matrix of a study created with ``upload: true``, as a .npy file."""
+    await run_in_threadpool(_check_awaiting, request, study_id, owner)  # before the body
     data = await read_body(request, settings.max_upload_bytes)
     return await run_in_threadpool(_attach, request, study_id, owner, data)
+
+
+def _check_awaiting(request: Request, study_id: int, owner: int) -> None:
+    """404 or 409 before an upload is read (gigabytes, for a study of another owner)."""
+    with transaction(request.app.state.read_sessions) as session:
+        _awaiting(owned(session, study_id, owner))
+
+
+def _awaiting(study: Study) -> Study:
+    if study.status != "awaiting_candidates":
+        raise Conflict(f"study {study.id} already has its candidates", field="study_id")
+    return study
 
 
 def _attach(request: Request, study_id: int, owner: int, data: bytes) -> StudyPublic:
     candidates = studies.read_npy(data)
     with transaction(request.app.state.sessions) as session:
-        study = owned(session, study_id, owner, lock=True)
-        if study.status != "awaiting_candidates":
-            raise Conflict(f"study {study_id} already has its candidates", field="study_id")
+        study = _awaiting(owned(session, study_id, owner, lock=True))
         studies.attach_candidates(session, study, candidates)
         return studies.study_public(session, study,
                                     studies.ParameterDecoder(session, study, candidates))

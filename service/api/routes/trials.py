@@ -53,6 +53,7 @@ from ..schemas import (
     TrialPublic,
     TrialStatus,
     parameter_column,
+    spreadsheet_text,
 )
 from .studies import owned
 
@@ -390,7 +391,7 @@ def _csv_rows(request: Request, study_id: StudyId, names: list[str],
               decode: studies.ParameterDecoder) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(TRIAL_COLUMNS + [parameter_column(name) for name in names])
+    writer.writerow(TRIAL_COLUMNS + [spreadsheet_text(parameter_column(n)) for n in names])
     after = -1
     while True:
         with transaction(request.app.state.read_sessions) as session:
@@ -399,10 +400,10 @@ def _csv_rows(request: Request, study_id: StudyId, names: list[str],
                 params = decode(t.candidate)
                 writer.writerow([t.id, t.t, t.candidate, t.batch, t.kind, t.status,
                                  "" if t.value is None else repr(t.value), t.attempt,
-                                 t.worker_id or "", _iso(t.lease_expires_at),
-                                 t.created_at.isoformat(),
-                                 _iso(t.completed_at),
-                                 t.error or ""] + [params.get(n, "") for n in names])
+                                 spreadsheet_text(t.worker_id or ""),
+                                 _iso(t.lease_expires_at), t.created_at.isoformat(),
+                                 _iso(t.completed_at), spreadsheet_text(t.error or "")]
+                                + [spreadsheet_text(params.get(n, "")) for n in names])
         yield buffer.getvalue()
         buffer.seek(0)
         buffer.truncate()
