@@ -174,11 +174,23 @@ def _log_switch(plot: str) -> str:
             f'data-log="plot-{plot}"> log</label>')
 
 
+#: The pages' security headers: their own scripts, styles and API only (no inline code, so an
+#: injected name could not run even if it escaped escaping; images also ``data:``, the empty
+#: icon), never framed (clickjacking), and no content sniffing.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; "
+                               "base-uri 'none'; frame-ancestors 'none'; form-action 'self'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
 def _page(title: str, page: str, body: str, status_code: int = 200, **data: str) -> HTMLResponse:
     attributes = "".join(f' data-{k.replace("_", "-")}="{escape(v)}"' for k, v in data.items())
     return HTMLResponse(LAYOUT.format(title=escape(title), page=page, attributes=attributes,
                                       scripts=_SCRIPT_TAGS, body=body),
-                        status_code=status_code)
+                        status_code=status_code, headers=SECURITY_HEADERS)
 
 
 @router.get("")
@@ -210,4 +222,4 @@ def asset(name: str) -> FileResponse:
     if name not in ASSETS:
         raise NotFound(f"no asset {name}", field="name")
     return FileResponse(STATIC_DIR / name, media_type=ASSETS[name],
-                        headers={"Cache-Control": "no-cache"})
+                        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
