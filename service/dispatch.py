@@ -316,7 +316,8 @@ class Dispatcher:
         """Top up every dispatching study when woken (a result arrived) or every interval. A
         Redis that does not answer is said once when the server starts or the outage begins
         (a warning, not a traceback per pass) and once when it answers again."""
-        from redis import RedisError
+        from redis import ConnectionError as RedisDown
+        from redis import TimeoutError as RedisSlow
 
         passes, outage = 0, not self._answers()
         if outage:
@@ -337,7 +338,7 @@ class Dispatcher:
                     self.top_up(study_id)
                 except ServiceError as exc:  # e.g. deleted since the listing
                     log.info("dispatch of study %d skipped: %s", study_id, exc)
-                except RedisError as exc:
+                except (RedisDown, RedisSlow) as exc:  # not its other errors: one study's
                     failed = exc
                     break  # the other studies would meet the same outage
                 except Exception:  # noqa: BLE001 - one study's failure must not stop the others

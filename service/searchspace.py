@@ -60,7 +60,9 @@ class StoredParameter(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> StoredParameter:
         if self.type == "categorical":
-            if not self.choices or len(set(map(str, self.choices))) != len(self.choices):
+            # 1 and 1.0 are one choice, 1 and "1" two (as they compare)
+            distinct = {(isinstance(c, str), c) for c in self.choices or []}
+            if not self.choices or len(distinct) != len(self.choices):
                 raise ValueError(f"parameter {self.name!r}: categorical needs distinct choices")
             if not all(isinstance(c, str) or math.isfinite(c) for c in self.choices):
                 raise ValueError(f"parameter {self.name!r}: choices must be strings or finite "

@@ -64,14 +64,16 @@ def make_engine(url: str, busy_seconds: float = 30.0, pool_size: int = 10,
         return engine
     if parsed.drivername == "postgresql":  # psycopg 3; the URL object, since str() of it
         parsed = parsed.set(drivername="postgresql+psycopg")  # hides the password as ***
+    libpq = parsed.drivername in ("postgresql+psycopg", "postgresql+psycopg2")
     return create_engine(parsed, pool_pre_ping=True, pool_size=pool_size,
                          max_overflow=max_overflow, pool_timeout=busy_seconds,
                          connect_args={key: value for key, value in POSTGRESQL_CONNECT.items()
-                                       if key not in parsed.query})
+                                       if libpq and key not in parsed.query})
 
 
-#: libpq's connection parameters of every PostgreSQL connection, unless the URL's query gives
-#: its own (``?connect_timeout=30``).
+#: libpq's connection parameters of every PostgreSQL connection through psycopg, unless the
+#: URL's query gives its own (``?connect_timeout=30``); other drivers (pg8000, MySQL's) take
+#: none of them.
 POSTGRESQL_CONNECT = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30,
                       "keepalives_interval": 10, "keepalives_count": 3}
 

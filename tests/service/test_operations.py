@@ -216,3 +216,22 @@ def test_readiness_answers_within_its_deadline_when_the_database_hangs(tmp_path,
             assert answer.json()["detail"] == "the database did not answer within 0.3 s"
         finally:
             release.set()
+
+
+def test_libpq_options_go_to_psycopg_only(monkeypatch):
+    """The connect timeout and TCP keepalives are libpq's parameters: they went to every
+    database but SQLite, and a driver without them (pg8000, MySQL's) would refuse every
+    connection. (create_engine is stubbed: what is checked is what make_engine gives it.)"""
+    from service.store import database
+
+    given: dict[str, dict] = {}
+    monkeypatch.setattr(database, "create_engine",
+                        lambda url, **kwargs: given.setdefault(str(url.drivername), kwargs))
+    for url in ("postgresql://u:p@h/db", "postgresql+pg8000://u:p@h/db",
+                "mysql+pymysql://u:p@h/db", "postgresql://u:p@h/db?connect_timeout=3"):
+        given.clear()
+        database.make_engine(url)
+        (kwargs,) = given.values()
+        libpq = url.startswith("postgresql://")
+        assert ("keepalives" in kwargs["connect_args"]) == libpq, url
+        assert ("connect_timeout" in kwargs["connect_args"]) == (libpq and "?" not in url)

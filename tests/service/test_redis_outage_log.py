@@ -58,3 +58,43 @@ def test_a_redis_outage_is_one_warning_and_its_end_one_line(tmp_path, caplog, mo
     assert len(down) == 1 and down[0].levelno == logging.WARNING, caplog.text
     assert [r for r in records if r.exc_info] == []  # no traceback per pass
     assert sum("Redis answers again" in r.getMessage() for r in records) == 1
+
+
+def test_one_studys_redis_error_does_not_stop_the_others(redis_url, tmp_path, monkeypatch,
+                                                          caplog):
+    """Only a Redis that does not answer (ConnectionError, TimeoutError) is an outage that
+    ends a dispatch pass: another Redis error of one study (a ResponseError) skipped every
+    later study, for good if it persisted. (The studies and their top-ups are stubbed: what
+    is tested is the pass's handling of their errors.)"""
+    from redis import ResponseError
+
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'e.db'}", auth="none",
+                              redis_url=redis_url, data_dir=tmp_path))
+    dispatcher = app.state.dispatcher
+    topped: list[int] = []
+
+    def top_up(study_id: int) -> int:
+        topped.append(study_id)
+        if study_id == 1:
+            raise ResponseError("WRONGTYPE Operation against a key holding the wrong value")
+        return 0
+
+    monkeypatch.setattr(dispatcher, "studies", lambda: [1, 2])
+    monkeypatch.setattr(dispatcher, "top_up", top_up)
+    monkeypatch.setattr(dispatcher, "repair", lambda study_id: None)
+    stop = threading.Event()
+    loop = threading.Thread(target=dispatcher.loop, args=(stop,), kwargs={"interval": 0.02})
+    try:
+        with caplog.at_level(logging.INFO, logger="bbkb"):
+            loop.start()
+            deadline = time.monotonic() + 10
+            while topped.count(2) < 3 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            stop.set()
+            loop.join(10)
+    finally:
+        app.state.sessions.kw["bind"].dispose()
+        dispatcher.close()
+    assert topped.count(2) >= 3
+    assert "Redis does not answer" not in caplog.text
+    assert "dispatch pass of study 1 failed" in caplog.text

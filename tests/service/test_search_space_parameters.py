@@ -122,3 +122,11 @@ def test_the_python_model_refuses_as_the_api_does():
         Parameter.model_validate(FLOAT | {"Log": True})
     space = SearchSpace(parameters=[Parameter(**FLOAT, log=True)])
     assert space.decode(space.sample(4, seed=0)[0])["lr"] >= 1e-5
+
+
+def test_choices_are_distinct_as_they_compare():
+    """With integer choices kept as ints, the distinctness check (on their str()) let 1 and
+    1.0 through as two columns of one value and refused 1 and "1", which are two."""
+    with pytest.raises(ValueError, match="distinct choices"):
+        Parameter(name="c", type="categorical", choices=[1, 1.0])
+    assert Parameter(name="c", type="categorical", choices=[1, "1"]).choices == [1, "1"]
