@@ -54,6 +54,10 @@ def owner_id_for(session: Session, name: str) -> int:
     return owner_id
 
 
+#: The 401 of a request without an Authorization header (also service.api.guards').
+MISSING_KEY = "missing 'Authorization: Bearer <api key>' header"
+
+
 def create_key(session: Session, owner_name: str) -> str:
     """A new key for ``owner_name`` (created if needed); the token is shown once, never stored."""
     token = PREFIX + secrets.token_urlsafe(32)
@@ -67,8 +71,7 @@ def authenticate(session: Session, authorization: str | None) -> int:
     scheme, token = [*(authorization or "").split(None, 1), "", ""][:2]  # any whitespace
     token = token.strip()
     if not scheme:
-        raise Unauthorized("missing 'Authorization: Bearer <api key>' header",
-                           field="authorization")
+        raise Unauthorized(MISSING_KEY, field="authorization")
     if scheme.lower() != "bearer" or not token:  # schemes are case-insensitive (RFC 7235)
         named = scheme.isalpha() and len(scheme) <= 20  # a scheme's name, never a key
         why = ("no key after 'Bearer'" if scheme.lower() == "bearer" else

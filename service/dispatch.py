@@ -109,22 +109,12 @@ def _exhausted(session: Session, runtimes: Runtimes, study: Study) -> bool:
     return queries.distinct_candidates(session, study.id) >= study.n_candidates
 
 
-def finished(session: Session, runtimes: Runtimes, study: Study) -> int:
-    """Suggested trials of the study with an outcome: from its engine when this process has it
-    current (read without the study's lock: a hint), else one O(trials) count."""
-    done = runtimes.resolved(study.id, study.version)
-    if done is not None:
-        return done
-    return queries.finished_suggested(session, study.id)
-
-
-def completed(session: Session, runtimes: Runtimes, study: Study) -> int:
-    """Suggested trials of the study completed, as :func:`finished` counts those with any
-    outcome."""
-    done = runtimes.observed(study.id, study.version)
-    if done is not None:
-        return done
-    return queries.completed_suggested(session, study.id)
+def outcomes(session: Session, runtimes: Runtimes, study: Study) -> tuple[int, int]:
+    """Suggested trials of the study with an outcome, and of those the completed ones: from
+    its engine when this process has it current (read without the study's lock: a hint),
+    else one O(trials) count."""
+    cached = runtimes.outcomes(study.id, study.version)
+    return cached if cached is not None else queries.suggested_outcomes(session, study.id)
 
 
 class Dispatcher:
@@ -219,7 +209,7 @@ class Dispatcher:
                 return False
             plan, spec = study.dispatch, study.spec
             in_flight = _in_flight(session, study_id)
-            done = finished(session, self.runtimes, study)
+            done, _ = outcomes(session, self.runtimes, study)
             engine = EngineConfig.from_dict(spec["engine"])
             sync = engine.mode == "sync"
             waiting = sync and _waiting_for_its_batch(session, study_id)

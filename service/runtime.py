@@ -88,17 +88,13 @@ class Runtimes:
         with self._guard:
             return self._locks.setdefault(study_id, threading.Lock())
 
-    def resolved(self, study_id: int, version: int) -> int | None:
-        """Suggested selections with an outcome, from the cached engine if it was built at
-        ``version`` (else None). Read without the study's lock: a hint, for polling loops that
-        would otherwise count the study's trials in the database (O(trials))."""
+    def outcomes(self, study_id: int, version: int) -> tuple[int, int] | None:
+        """Suggested selections with an outcome, and of those with a value (Strategy.outcomes),
+        from the cached engine if it was built at ``version`` (else None). Read without the
+        study's lock: a hint, for polling loops that would otherwise count the study's trials
+        in the database (O(trials))."""
         strategy = self._cached_at(study_id, version)
-        return None if strategy is None else strategy.resolved()
-
-    def observed(self, study_id: int, version: int) -> int | None:
-        """Suggested selections with a value (completed trials), as :meth:`resolved`."""
-        strategy = self._cached_at(study_id, version)
-        return None if strategy is None else strategy.observed()
+        return None if strategy is None else strategy.outcomes()
 
     def exhausted(self, study_id: int, version: int) -> bool | None:
         """Whether the cached engine, if built at ``version``, has no candidate left to propose

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 from starlette.responses import JSONResponse
 
+from ..auth import MISSING_KEY
+
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
@@ -31,8 +33,7 @@ class RequestGuard:
             if self.keys:
                 if scope["path"].startswith("/v1/") and not headers.get(b"authorization",
                                                                          b"").strip():
-                    refusal = _answer(401, "missing 'Authorization: Bearer <api key>' header",
-                                      "authorization")
+                    refusal = _answer(401, MISSING_KEY, "authorization")
             elif b"origin" in headers and not _same_origin(headers):
                 refusal = _answer(403, "a write from another origin (a web page) is refused: "
                                   "this server has no API keys (BBKB_AUTH=none)", "origin")

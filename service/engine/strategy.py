@@ -255,15 +255,15 @@ class Strategy:
 
     def resolved(self) -> int:
         """Number of suggested selections with an outcome (observed or abandoned)."""
-        n = len(self._records)
-        return int(np.count_nonzero((self._records.kind[:n] == SUGGESTED)
-                                    & (self._records.status[:n] != PENDING)))
+        return self.outcomes()[0]
 
-    def observed(self) -> int:
-        """Number of suggested selections with a value (their trials completed)."""
+    def outcomes(self) -> tuple[int, int]:
+        """Suggested selections with an outcome (observed or abandoned), and of those the ones
+        with a value (their trials completed)."""
         n = len(self._records)
-        return int(np.count_nonzero((self._records.kind[:n] == SUGGESTED)
-                                    & (self._records.status[:n] == OBSERVED)))
+        suggested, status = self._records.kind[:n] == SUGGESTED, self._records.status[:n]
+        return (int(np.count_nonzero(suggested & (status != PENDING))),
+                int(np.count_nonzero(suggested & (status == OBSERVED))))
 
     def ask(self, count: int = 1, seconds: float | None = None) -> list[Selection]:
         """Up to ``count`` next selections; fewer while a sync batch waits for results, once

@@ -31,14 +31,14 @@ def _status(session, study, runtimes) -> DispatchStatus:  # type: ignore[no-unty
     when this process has it current (else one O(trials) count)."""
     plan = study.dispatch or {}
     in_flight = sum(queries.unfinished_counts(session, study.id).values())
-    completed = None  # (a plan stored before completed_before has none)
-    if "completed_before" in plan:
-        completed = dispatch.completed(session, runtimes, study) - int(plan["completed_before"])
+    finished, completed = dispatch.outcomes(session, runtimes, study)
     return DispatchStatus(status=plan.get("status"), n_evaluations=plan.get("n_evaluations"),
                           parallelism=plan.get("parallelism"), objective=plan.get("objective"),
                           in_flight=in_flight,
-                          finished=dispatch.finished(session, runtimes, study)
-                          - int(plan.get("finished_before", 0)), completed=completed)
+                          finished=finished - int(plan.get("finished_before", 0)),
+                          # (a plan stored before completed_before has none)
+                          completed=completed - int(plan["completed_before"])
+                          if "completed_before" in plan else None)
 
 
 @router.post("")
@@ -58,15 +58,15 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
     if request.app.state.dispatcher is None:
         raise Conflict("this server has no Redis (set BBKB_REDIS_URL) to dispatch to",
                        field="redis")
-    before = dispatch.finished(session, runtimes, study)  # n_evaluations count from here
+    finished, completed = dispatch.outcomes(session, runtimes, study)  # counted from here
     if study.dispatch and study.dispatch.get("objective") != objective:
         # the old dispatch's queued jobs would run its objective: their trials go back to the
         # pool (a worker that takes such a job skips it) and out again under the new one
         for trial in queries.queued_trials(session, study.id):
             trials.release_trial(trial)
     study.dispatch = body.model_dump() | {
-        "objective": objective, "status": "running", "finished_before": before,
-        "completed_before": dispatch.completed(session, runtimes, study)}
+        "objective": objective, "status": "running", "finished_before": finished,
+        "completed_before": completed}
     request.app.state.dispatcher.wake.set()
     return _status(session, study, runtimes)
 
