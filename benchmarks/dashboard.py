@@ -127,7 +127,7 @@ def main() -> None:
                   f" grown in {time.perf_counter() - start:.0f} s (SQLite)")
             last = study["n_trials"] - 1
             views = {
-                "history, all rows": f"/v1/studies/{sid}/history",
+                "history, a full page (50,000 rows)": f"/v1/studies/{sid}/history",
                 "history, 10 new rows (a poll)":
                     f"/v1/studies/{sid}/history?offset={study['counts']['completed'] - 10}",
                 "summaries (studies page)": "/v1/summaries",

@@ -428,13 +428,16 @@ class SummaryList(BaseModel):
 class StudyHistory(BaseModel):
     """Completed trials as columns, in completion order (compact at 10^5 trials).
 
-    Rows start at ``offset`` (a poller asks only for what it has not seen). When the objective
+    Rows start at ``offset`` (a poller asks only for what it has not seen), at most ``limit`` of
+    them; ``next_offset`` is where the next page starts, null after the last. When the objective
     is a built-in one (data-set arms or a test function), ``noiseless`` is f at each trial's
     candidate and ``optimum`` the best f over the study's candidates, so the simple regret after
     i evaluations is ``|optimum - best of noiseless[:i]|``; both are null otherwise.
     """
 
     offset: int = 0
+    next_offset: int | None = Field(default=None, description=(
+        "The offset of the next page; null when this page holds the last completed trial."))
     t: list[int]
     value: list[float]
     elapsed: list[float] = Field(description="Seconds from the study's creation to completion.")

@@ -487,10 +487,12 @@ def study_summaries(session: Session, owner_id: int, *, after: int = 0,
     return out
 
 
-def completed_columns(session: Session, study_id: int, offset: int = 0) -> list[tuple]:
-    """(t, candidate, value, completed_at) of completed trials in completion order, from the
-    ``offset``-th on (completions are stamped under the study's lock, so they only append)."""
+def completed_columns(session: Session, study_id: int, offset: int = 0,
+                      limit: int | None = None) -> list[tuple]:
+    """(t, candidate, value, completed_at) of at most ``limit`` completed trials in completion
+    order, from the ``offset``-th on (completions are stamped under the study's lock, so they
+    only append)."""
     return [tuple(r) for r in session.execute(
         select(Trial.t, Trial.candidate, Trial.value, Trial.completed_at)
         .where(Trial.study_id == study_id, Trial.status == "completed")
-        .order_by(Trial.completed_at, Trial.t).offset(offset))]
+        .order_by(Trial.completed_at, Trial.t).offset(offset).limit(limit))]

@@ -38,7 +38,8 @@ def test_history_is_columns_in_completion_order(database_url, tmp_path):
         sid = create_study(http, engine={"strategy": "uniform", "mode": "async",
                                          "batch_size": 4, "seed": 0})["id"]
         assert http.get(f"/v1/studies/{sid}/history").json() == {
-            "offset": 0, "t": [], "value": [], "elapsed": [], "noiseless": None, "optimum": None}
+            "offset": 0, "next_offset": None, "t": [], "value": [], "elapsed": [],
+            "noiseless": None, "optimum": None}
         done = run_trials(http, sid, 12, fail_every=5)
         history = http.get(f"/v1/studies/{sid}/history").json()
         completed = [t for t in done if t["status"] == "completed"]
@@ -56,6 +57,23 @@ def test_history_is_columns_in_completion_order(database_url, tmp_path):
         assert http.get(f"/v1/studies/{sid}/history?offset=99").json()["t"] == []
         bad = http.get(f"/v1/studies/{sid}/history?offset=-1")
         assert bad.status_code == 422 and bad.json()["field"] == "offset"
+        # pages: next_offset until the last one, which says null
+        assert history["next_offset"] is None
+        pages, offset = [], 0
+        while offset is not None:
+            page = http.get(f"/v1/studies/{sid}/history",
+                            params={"offset": offset, "limit": 4}).json()
+            assert page["offset"] == offset and len(page["t"]) <= 4
+            pages.append(page)
+            offset = page["next_offset"]
+        assert [len(p["t"]) for p in pages] == [4, 4, 2]
+        assert sum((p["t"] for p in pages), []) == history["t"]
+        assert sum((p["elapsed"] for p in pages), []) == history["elapsed"]
+        exact = http.get(f"/v1/studies/{sid}/history", params={"limit": 10}).json()
+        assert len(exact["t"]) == 10 and exact["next_offset"] is None  # no empty last page
+        for limit in (0, 200_001):
+            bad = http.get(f"/v1/studies/{sid}/history", params={"limit": limit})
+            assert bad.status_code == 422 and bad.json()["field"] == "limit"
 
 
 def test_history_regret_of_dataset_arms(database_url, tmp_path):

@@ -19,6 +19,10 @@ router = APIRouter(prefix="/v1", tags=["dashboard"])
 #: Studies whose noiseless objective values are kept in memory (one float per candidate each).
 VALUES_CACHE_SIZE = 16
 
+#: Completed trials a page of the history holds by default (about 3 MB of JSON) and at most.
+HISTORY_PAGE = 50_000
+HISTORY_PAGE_MAX = 200_000
+
 
 @router.get("/summaries")
 def list_summaries(owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep,
@@ -40,14 +44,19 @@ def list_summaries(owner: OwnerDep, session: ReadSessionDep, settings: SettingsD
 
 @router.get("/studies/{study_id}/history")
 def get_history(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep, request: Request,
-                offset: Annotated[int, Query(ge=0, le=2**62)] = 0) -> StudyHistory:
-    """Completed trials as columns in completion order from ``offset`` on, with f where known."""
+                offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
+                limit: Annotated[int, Query(ge=1, le=HISTORY_PAGE_MAX)] = HISTORY_PAGE,
+                ) -> StudyHistory:
+    """At most ``limit`` completed trials as columns in completion order from ``offset`` on,
+    with f where known (one more row is read to tell whether a next page exists)."""
     study = owned(session, study_id, owner)
-    rows = queries.completed_columns(session, study_id, offset)
+    rows = queries.completed_columns(session, study_id, offset, limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
     t, arms, value, done = (list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 4
     start = study.created_at
-    history = StudyHistory(offset=offset, t=t, value=value,
-                           elapsed=[(d - start).total_seconds() for d in done])
+    history = StudyHistory(offset=offset, next_offset=offset + limit if more else None,
+                           t=t, value=value, elapsed=[(d - start).total_seconds() for d in done])
     values = _noiseless(request, session, study)
     if values is not None:
         history.noiseless = values[np.asarray(arms, dtype=np.int64)].tolist()

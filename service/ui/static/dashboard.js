@@ -8,6 +8,8 @@ const KEY = "bbkb-api-key";
 const query = new URLSearchParams(location.search);
 const POLL_MS = Math.max(200, Number(query.get("poll")) || 2000);
 const PAGE_SIZE = Math.min(1000, Math.max(1, Number(query.get("page_size")) || 50));
+// Rows of the history per request (the server's default page, at most its 200,000).
+const HISTORY_PAGE = Math.min(200000, Math.max(1, Number(query.get("history_page")) || 50000));
 
 class AuthNeeded extends Error {}
 
@@ -387,22 +389,28 @@ function studyPage(id) {
 
   // Completed trials in completion order, and the batches in index order: only the rows not
   // seen yet are fetched (and the batches from the first still open on, which may change).
+  // The history comes in pages (HISTORY_PAGE rows): a first load reads them all before drawing.
   const history = {t: [], value: [], elapsed: [], noiseless: null, optimum: null};
+  const historyPage = () => json(
+    `${base}/history?offset=${history.t.length}&limit=${HISTORY_PAGE}`);
+  const appendHistory = (more) => {  // whether a further page follows
+    if (more.offset !== history.t.length) return false;
+    for (const k of ["t", "value", "elapsed"]) history[k] = history[k].concat(more[k]);
+    if (more.noiseless !== null) {
+      history.noiseless = (history.noiseless || []).concat(more.noiseless);
+    }
+    history.optimum = more.optimum;
+    return more.next_offset !== null;
+  };
   let b = [];
   const refreshPlots = async () => {
     const open = b.findIndex((r) => r.closed_at === null);
     const keep = open < 0 ? b.length : open;
     const after = keep ? b[keep - 1].index : -1;
     const [more, batches] = await Promise.all([
-      json(`${base}/history?offset=${history.t.length}`), json(`${base}/batches?after=${after}`)]);
+      historyPage(), json(`${base}/batches?after=${after}`)]);
     b = b.slice(0, keep).concat(batches.batches);
-    if (more.offset === history.t.length) {
-      for (const k of ["t", "value", "elapsed"]) history[k] = history[k].concat(more[k]);
-      if (more.noiseless !== null) {
-        history.noiseless = (history.noiseless || []).concat(more.noiseless);
-      }
-      history.optimum = more.optimum;
-    }
+    for (let next = appendHistory(more); next;) next = appendHistory(await historyPage());
     draw();
   };
 
