@@ -200,7 +200,8 @@ def run(evaluations: int, workers: int, delay: float, data_dir: Path, plot: Path
         redis.start()
         server = ServerProcess(env, detached=True)
         server.start()
-        print(f"Redis {redis.url}, API {server.url} (docs: {server.url}/docs), data {data_dir}")
+        print(f"Redis {runner.masked_url(redis.url)}, API {server.url} (docs: {server.url}/docs),"
+              f" data {data_dir}")
         runner.spawn(redis.url, workers, env={"BBKB_URL": server.url}, children=children)
         with httpx2.Client(base_url=server.url, timeout=60) as http:
             problem = dataset_problem("abalone")

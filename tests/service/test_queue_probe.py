@@ -121,7 +121,8 @@ def slow_proxy(redis_url: str, delay: float) -> Iterator[str]:
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
-        yield f"redis://127.0.0.1:{listener.getsockname()[1]}{target.path or ''}"
+        yield target._replace(netloc=f"{target.netloc.rsplit('@', 1)[0]}@127.0.0.1:"
+                                     f"{listener.getsockname()[1]}").geturl()
     finally:
         stop.set()
         thread.join()

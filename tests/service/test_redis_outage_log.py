@@ -23,7 +23,7 @@ def test_a_redis_outage_is_one_warning_and_its_end_one_line(tmp_path, caplog, mo
     port = free_port()
     redis = RedisProcess(port=port)
     app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'o.db'}", auth="none",
-                              redis_url=f"redis://127.0.0.1:{port}/0", data_dir=tmp_path))
+                              redis_url=redis.url, data_dir=tmp_path))
     dispatcher = app.state.dispatcher
     stop = threading.Event()
     client = TestClient(app)  # no `with`: the lifespan's dispatcher stays off, driven here

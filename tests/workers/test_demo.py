@@ -26,8 +26,9 @@ def test_demo_runs_end_to_end(tmp_path):
                       result.stdout)
     assert found is not None and 0.0 < float(found.group(1)) <= 1.0, result.stdout
     assert plot.exists() and plot.stat().st_size > 10_000
-    redis_port = re.search(r"Redis redis://127\.0\.0\.1:(\d+)/", result.stdout).group(1)
-    # workers name Redis's address on their command line; redis-server renames itself to it
+    # the password is not printed
+    redis_port = re.search(r"Redis redis://:\*\*\*@127\.0\.0\.1:(\d+)/", result.stdout).group(1)
+    # redis-server renames itself to its address
     leftovers = subprocess.run(["pgrep", "-af", f"127.0.0.1:{redis_port}"],
                                capture_output=True, text=True)
     assert [line for line in leftovers.stdout.splitlines() if "pgrep" not in line] == []
@@ -45,14 +46,20 @@ def _started_demo(tmp_path, delay: float = 0.5  # type: ignore[no-untyped-def]
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         preexec_fn=as_at_a_terminal())
     assert demo.stdout is not None
-    urls = re.match(r"Redis (redis://\S+),", demo.stdout.readline())
-    assert urls is not None
+    printed = re.match(r"Redis (redis://\S+),", demo.stdout.readline())
+    assert printed is not None and ":***@" in printed.group(1)  # the password is not shown
     for line in demo.stdout:  # Redis, API and workers are up once the dashboard is announced
         if line.startswith("dashboard:"):
             break
     processes = psutil.Process(demo.pid).children(recursive=True)
     assert len(processes) >= 4, processes  # Redis, the server, two workers
-    return demo, processes, urls.group(1)
+    # the URL with its password: in the environment of the server and the workers only
+    urls = {p.environ().get("BBKB_REDIS_URL") for p in processes} - {None}
+    assert len(urls) == 1 and ":***@" not in next(iter(urls)), urls
+    url = urls.pop()
+    password = url.split("@", 1)[0].rsplit(":", 1)[1]
+    assert len(password) >= 20 and not any(password in " ".join(p.cmdline()) for p in processes)
+    return demo, processes, url
 
 
 def _all_gone(processes: list, timeout: float) -> bool:  # type: ignore[type-arg]

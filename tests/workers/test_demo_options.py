@@ -15,7 +15,7 @@ import sys
 import pytest
 
 #: The demo's first line once Redis and the server run.
-STARTED = re.compile(r"Redis redis://127\.0\.0\.1:(\d+)/0, API http://127\.0\.0\.1:(\d+)")
+STARTED = re.compile(r"Redis redis://:\*\*\*@127\.0\.0\.1:(\d+)/0, API http://127\.0\.0\.1:(\d+)")
 
 
 def _demo(args: list[str], timeout: float,
@@ -37,7 +37,7 @@ def _demo(args: list[str], timeout: float,
 
 
 def _leftovers(stdout: str) -> list[str]:
-    """Processes still running from the demo's Redis and server ports (workers name Redis's)."""
+    """Processes still running from the demo's Redis and server ports."""
     match = STARTED.search(stdout)
     if match is None:
         return []

@@ -502,11 +502,9 @@ def test_a_ready_worker_process_says_so_once_with_its_password_masked(server_fac
     (text unless BBKB_LOG_FORMAT says otherwise)."""
     import json
 
-    from redis import Redis
 
-    redis = RedisProcess().start()
+    redis = RedisProcess(password="sekret").start()
     try:
-        Redis.from_url(redis.url).config_set("requirepass", "sekret")
         server = server_factory({"BBKB_DATA_DIR": str(tmp_path), "BBKB_AUTH": "none"})
         log = tmp_path / "worker.log"
         env = {k: v for k, v in os.environ.items() if k != "BBKB_LOG_FORMAT"}
@@ -514,7 +512,7 @@ def test_a_ready_worker_process_says_so_once_with_its_password_masked(server_fac
         with log.open("w") as stderr:
             worker = subprocess.Popen(
                 [sys.executable, "-m", "service.cli", "worker", "-n", str(n), "--redis-url",
-                 redis.url.replace("redis://", "redis://:sekret@")], env=env, stderr=stderr)
+                 redis.url], env=env, stderr=stderr)
             _until(lambda: log.read_text().count("worker ready") == n, 60, "ready lines")
             worker.send_signal(signal.SIGTERM)
             try:
@@ -530,7 +528,7 @@ def test_a_ready_worker_process_says_so_once_with_its_password_masked(server_fac
             record = json.loads(line)
             assert (record["level"], record["msg"], record["queue"]) == (
                 "info", "worker ready", "bbkb")
-            assert record["redis"] == redis.url.replace("redis://", "redis://:***@")
+            assert record["redis"] == redis.url.replace(":sekret@", ":***@")
         else:
             assert " INFO bbkb.worker worker ready queue=bbkb redis=redis://:***@127.0.0.1:" \
                 in line and f"api={server.url} pid=" in line, line

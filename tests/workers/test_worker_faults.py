@@ -146,7 +146,8 @@ def test_a_redis_restart_does_not_duplicate_an_evaluation_in_progress(system, tm
     job = "rq:job:" + running[0]["worker_id"].removeprefix("rq-")  # the job carrying it
     port = system["redis"].port
     system["redis"].stop()
-    redis = RedisProcess(port=port).start()  # empty, as after any restart without persistence
+    # empty, as after any restart without persistence; the same password
+    redis = RedisProcess(port=port, password=system["redis"].password).start()
     try:
         # a few dispatcher passes once the trial is past repair's 10 s grace: any result wakes
         # the dispatcher, and repair runs on every 20th pass (else within ~10 s)
@@ -179,7 +180,7 @@ def test_a_worker_rides_out_a_redis_outage_that_ends_a_job(system, tmp_path):
     system["redis"].stop()  # down past the job's end
     _until(lambda: _done(url, sid), 30, "the result reached the API")
     time.sleep(1.0)  # the job's end meets the missing Redis
-    system["redis"] = RedisProcess(port=port).start()
+    system["redis"] = RedisProcess(port=port, password=system["redis"].password).start()
     try:
         _registered(system["redis"].url, 1)  # a new worker in the same process
         assert [w.poll() for w in system["workers"]] == [None]
