@@ -220,5 +220,4 @@ class BodySizeLimit:
 
 
 def _too_large(limit: int) -> JSONResponse:
-    return JSONResponse({"detail": f"body larger than {limit} bytes", "field": "body"},
-                        status_code=413)
+    return errors.error_response(413, f"body larger than {limit} bytes", "body")

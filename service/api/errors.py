@@ -33,18 +33,20 @@ RESPONSES: dict[int | str, dict] = {
         (503, "the database is busy or unreachable: retry after Retry-After seconds"))}
 
 
-def _json(status: int, detail: str, field: str | None, headers: dict | None = None):
+def error_response(status: int, detail: str, field: str | None,
+                   headers: dict | None = None) -> JSONResponse:
+    """The one shape of every error answer (also the middlewares', before a route runs)."""
     return JSONResponse({"detail": detail, "field": field}, status_code=status, headers=headers)
 
 
 def install(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service(_: Request, exc: ServiceError) -> JSONResponse:
-        return _json(exc.status_code, str(exc), exc.field)
+        return error_response(exc.status_code, str(exc), exc.field)
 
     @app.exception_handler(EngineError)
     async def _engine(_: Request, exc: EngineError) -> JSONResponse:
-        return _json(422, str(exc), exc.field)
+        return error_response(422, str(exc), exc.field)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -53,19 +55,19 @@ def install(app: FastAPI) -> None:
         if kind == "json_invalid":  # loc: ("body", character offset)
             offset = where[1] if len(where) > 1 else "?"
             reason = first.get("ctx", {}).get("error", "")
-            return _json(422, f"malformed JSON at character {offset}: {reason}", "body")
+            return error_response(422, f"malformed JSON at character {offset}: {reason}", "body")
         if where == ("body",) and kind in ("model_attributes_type", "dict_type", "missing"):
-            return _json(422, "the body must be a JSON object, sent with Content-Type: "
+            return error_response(422, "the body must be a JSON object, sent with Content-Type: "
                               "application/json", "body")
         loc = [str(p) for p in where if p not in ("body", "query", "path")]
         message = str(first.get("msg")).removeprefix("Value error, ")  # our validators' own
-        return _json(422, message, ".".join(loc) or None)
+        return error_response(422, message, ".".join(loc) or None)
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:
         if isinstance(exc.__cause__, RecursionError):  # FastAPI's 400 "error parsing the body"
-            return _json(422, "malformed JSON: nested too deeply", "body")
-        return _json(exc.status_code, str(exc.detail), None, getattr(exc, "headers", None))
+            return error_response(422, "malformed JSON: nested too deeply", "body")
+        return error_response(exc.status_code, str(exc.detail), None, getattr(exc, "headers", None))
 
     @app.exception_handler(OperationalError)
     async def _database(request: Request, exc: OperationalError) -> JSONResponse:
@@ -75,7 +77,7 @@ def install(app: FastAPI) -> None:
                 or type(exc.orig).__module__.startswith("psycopg"):
             log.warning("database unavailable on %s %s: %s", request.method, request.url.path,
                         exc.orig)
-            return _json(503, "the database is busy or unreachable: retry", None,
+            return error_response(503, "the database is busy or unreachable: retry", None,
                          {"Retry-After": "1"})
         return await _unexpected(request, exc)
 
@@ -85,7 +87,7 @@ def install(app: FastAPI) -> None:
         done, a retry is safe."""
         log.warning("no database connection free on %s %s: %s", request.method,
                     request.url.path, exc)
-        return _json(503, "the database is busy (no connection free): retry", None,
+        return error_response(503, "the database is busy (no connection free): retry", None,
                      {"Retry-After": "1"})
 
     @app.exception_handler(Exception)
@@ -94,5 +96,5 @@ def install(app: FastAPI) -> None:
         # the exception goes on to the server, which then closes the connection: said here,
         # a keep-alive client opens a new one (it met a reset, and the SDK reported a request
         # it cannot resend as "may have reached the server")
-        return _json(500, "internal error (logged on the server)", None,
+        return error_response(500, "internal error (logged on the server)", None,
                      {"Connection": "close"})

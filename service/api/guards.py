@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from starlette.responses import JSONResponse
-
 from ..auth import MISSING_KEY
+from .errors import error_response
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
@@ -33,10 +32,11 @@ class RequestGuard:
             if self.keys:
                 if scope["path"].startswith("/v1/") and not headers.get(b"authorization",
                                                                          b"").strip():
-                    refusal = _answer(401, MISSING_KEY, "authorization")
+                    refusal = error_response(401, MISSING_KEY, "authorization")
             elif b"origin" in headers and not _same_origin(headers):
-                refusal = _answer(403, "a write from another origin (a web page) is refused: "
-                                  "this server has no API keys (BBKB_AUTH=none)", "origin")
+                refusal = error_response(
+                    403, "a write from another origin (a web page) is refused: this server has "
+                    "no API keys (BBKB_AUTH=none)", "origin")
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
@@ -51,6 +51,3 @@ def _same_origin(headers: dict[bytes, bytes]) -> bool:
     host = host.split(",")[0].strip().lower()
     return origin != "null" and urlsplit(origin).netloc.lower() == host != ""
 
-
-def _answer(status: int, detail: str, field: str) -> JSONResponse:
-    return JSONResponse({"detail": detail, "field": field}, status_code=status)

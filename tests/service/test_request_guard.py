@@ -114,3 +114,30 @@ def test_an_upload_to_a_study_not_awaiting_it_is_refused_before_it_is_read(tmp_p
                 assert answer.status_code == 404 and len(read) < 32, (answer.text, len(read))
             else:  # its owner's upload is read (and refused: not a .npy file)
                 assert answer.status_code == 422 and len(read) == 32, answer.text
+
+
+def test_an_import_or_results_upload_to_another_owners_study_is_a_404_before_it_is_read(
+        tmp_path):
+    """The four table uploads (observations and results, JSON and CSV) read and parsed their
+    body (up to BBKB_MAX_JSON_BYTES) before the study was looked up: another owner's study
+    answered the body's first error (422), or a 404 only after the whole read."""
+    with app_client(f"sqlite:///{tmp_path / 'r.db'}", tmp_path, auth="keys") as client:
+        with transaction(client.app.state.sessions) as session:
+            mine, theirs = create_key(session, "a"), create_key(session, "b")
+        sid = client.post("/v1/studies", headers={"Authorization": f"Bearer {theirs}"},
+                          json={"name": "s", "candidates": [[0.0], [1.0]]}).json()["id"]
+        for route in ("observations", "observations.csv", "results", "results.csv"):
+            read: list[int] = []
+
+            def body(read: list[int] = read):  # type: ignore[no-untyped-def]
+                for _ in range(32):  # not JSON, not a CSV with the needed columns
+                    read.append(1)
+                    yield b"x" * 2**20
+
+            answer = client.post(f"/v1/studies/{sid}/{route}", content=body(),
+                                 headers={"Authorization": f"Bearer {mine}"})
+            assert answer.status_code == 404 and len(read) < 32, (route, answer.text, len(read))
+            # its owner's upload is read and refused for what it holds
+            answer = client.post(f"/v1/studies/{sid}/{route}", content=b"x" * 100,
+                                 headers={"Authorization": f"Bearer {theirs}"})
+            assert answer.status_code == 422, (route, answer.text)

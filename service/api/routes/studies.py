@@ -143,6 +143,13 @@ def _check_awaiting(request: Request, study_id: int, owner: int) -> None:
         _awaiting(owned(session, study_id, owner))
 
 
+def check_owned(request: Request, study_id: int, owner: int) -> None:
+    """404 before a body is read and parsed (up to ``BBKB_MAX_JSON_BYTES``): a study that is
+    not the caller's is said so, not its body's first error."""
+    with transaction(request.app.state.read_sessions) as session:
+        owned(session, study_id, owner)
+
+
 def _awaiting(study: Study) -> Study:
     if study.status != "awaiting_candidates":
         raise Conflict(f"study {study.id} already has its candidates", field="study_id")

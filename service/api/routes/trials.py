@@ -55,7 +55,7 @@ from ..schemas import (
     parameter_column,
     spreadsheet_text,
 )
-from .studies import owned
+from .studies import check_owned, owned
 
 router = APIRouter(prefix="/v1/studies/{study_id}", tags=["trials"])
 
@@ -140,6 +140,7 @@ async def import_observations(study_id: StudyId, request: Request, owner: OwnerD
                               runtimes: RuntimesDep, settings: SettingsDep) -> dict[str, int]:
     """Warm start: existing (candidate, value) results enter the study as imported trials.
     The body is read here and validated in the thread pool, not on the event loop."""
+    await run_in_threadpool(check_owned, request, study_id, owner)  # before the body
     raw = await read_body(request, settings.max_json_bytes)
     return {"imported": await run_in_threadpool(
         _import, runtimes, study_id, owner, parse_observations_json, raw)}
@@ -150,6 +151,7 @@ async def import_observations(study_id: StudyId, request: Request, owner: OwnerD
 async def import_observations_csv(study_id: StudyId, request: Request, owner: OwnerDep,
                                   runtimes: RuntimesDep, settings: SettingsDep) -> dict[str, int]:
     """Warm start from a spreadsheet: a CSV with a header holding ``candidate`` and ``value``."""
+    await run_in_threadpool(check_owned, request, study_id, owner)  # before the body
     raw = await read_body(request, settings.max_json_bytes)
     return {"imported": await run_in_threadpool(
         _import, runtimes, study_id, owner, parse_observations_csv, raw)}
@@ -165,6 +167,7 @@ async def post_results(study_id: StudyId, request: Request, owner: OwnerDep,
     or the error its evaluation failed with (as its fail), all or nothing. A row that changes
     nothing (the value a trial already has) is counted, not refused: a sheet uploaded twice
     is harmless."""
+    await run_in_threadpool(check_owned, request, study_id, owner)  # before the body
     raw = await read_body(request, settings.max_json_bytes)
     return await run_in_threadpool(_results, runtimes, study_id, owner, parse_results_json,
                                    raw, metrics, request)
@@ -178,6 +181,7 @@ async def post_results_csv(study_id: StudyId, request: Request, owner: OwnerDep,
     """A lab's sheet of results: a CSV with a header holding ``trial_id`` and ``value`` (the
     export's columns, or ``bbkb study ask``'s; the others are ignored). A row with a blank value
     is skipped (not measured yet); every other row completes its trial, all or nothing."""
+    await run_in_threadpool(check_owned, request, study_id, owner)  # before the body
     raw = await read_body(request, settings.max_json_bytes)
     return await run_in_threadpool(_results, runtimes, study_id, owner, parse_results_csv,
                                    raw, metrics, request)
