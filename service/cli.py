@@ -78,13 +78,13 @@ def _check_database() -> None:
     directory that cannot be created, a database that cannot be reached, a schema newer than
     this code, and with BBKB_AUTO_MIGRATE off a stale one; with it on, upgrade it here, once."""
     from .settings import Settings
-    from .store.database import sqlite_path
+    from .store.database import make_data_dir, sqlite_path
     from .store.migrate import ensure_schema
 
     settings = Settings()
     path = sqlite_path(str(settings.database_url))
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)  # OSError: one line (_run)
+        make_data_dir(path.parent)  # OSError: one line (_run)
     if not settings.auto_migrate and path is not None and not path.exists():
         # connecting would create it, only to refuse it
         raise SystemExit(f"bbkb serve: no database at {path}: run `bbkb migrate` first (or set"

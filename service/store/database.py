@@ -31,6 +31,13 @@ def sqlite_path(url: str) -> Path | None:
     return Path(database)
 
 
+def make_data_dir(path: Path) -> None:
+    """The SQLite file's directory, created readable by its owner only (0700: the studies, their
+    candidates and results, and the API keys' hashes; with the WAL files beside the database,
+    the directory is what guards them). A directory that exists is left as it is."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
 def make_engine(url: str, busy_seconds: float = 30.0, pool_size: int = 10,
                 max_overflow: int = 20) -> Engine:
     """Create the engine; SQLite gets WAL, explicit transaction control and a busy timeout: how
@@ -42,7 +49,7 @@ def make_engine(url: str, busy_seconds: float = 30.0, pool_size: int = 10,
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if (path := sqlite_path(url)) is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_data_dir(path.parent)
         engine = create_engine(url, connect_args={"check_same_thread": False,
                                                   "timeout": busy_seconds})
 

@@ -97,6 +97,21 @@ def test_an_sqlite_uri_is_not_taken_for_a_path(tmp_path: Path, monkeypatch) -> N
     assert list(tmp_path.iterdir()) == [database]
 
 
+def test_a_new_data_dir_is_its_owners_alone(tmp_path: Path, monkeypatch) -> None:
+    """The SQLite directory was made 0755 and the database 0644: any local user could read
+    every study, its candidates and results. A new one is 0700; an existing one is kept."""
+    monkeypatch.setenv("BBKB_DATA_DIR", str(tmp_path / "new" / "data"))
+    monkeypatch.delenv("BBKB_DATABASE_URL", raising=False)
+    assert main(["migrate"]) == 0
+    assert (tmp_path / "new" / "data" / "bbkb.db").exists()
+    assert (tmp_path / "new" / "data").stat().st_mode & 0o777 == 0o700
+    kept = tmp_path / "shared"
+    kept.mkdir(mode=0o755)
+    kept.chmod(0o755)
+    make_engine(f"sqlite:///{kept / 'k.db'}").dispose()
+    assert kept.stat().st_mode & 0o777 == 0o755
+
+
 @pytest.mark.parametrize("command", [["migrate"], ["keys", "create", "--owner", "o"],
                                      ["serve", "--port", "0"]])
 def test_bad_settings_and_an_unreachable_database_are_one_line(command: list[str]) -> None:
