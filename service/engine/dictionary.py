@@ -4,7 +4,8 @@
   variances), with multiplicities as in BKB: p_a = min(1, q-bar * n_a * sigma~^2_start(a)).
 - :func:`warm_start_dictionary`: approximate ridge-leverage-score sampling of imported data
   (BBKB Section 4, "Initialization to leverage existing data"): a uniform sub-dictionary, then
-  rounds of q-bar * sigma~^2 sampling against it.
+  rounds of q-bar * sigma~^2 sampling against it; from a given dictionary, the redraw of a batch
+  whose kernel a refit changed.
 - :func:`uncertainty_sampling`: BBKB Alg. 3 (Desautels et al. 2014): greedy argmax of the exact
   posterior variance until max sigma~^2 <= 1/P, which makes every later batch hold >= about
   P (C~ - 1) points.
@@ -36,18 +37,23 @@ def resparsify(arms: np.ndarray, counts: np.ndarray, variance_start: np.ndarray,
 def warm_start_dictionary(kernel: Kernel, candidates: np.ndarray, arms: np.ndarray,
                           counts: np.ndarray, *, lam: float, oversampling: float,
                           rng: np.random.Generator, rounds: int = 2,
-                          block_rows: int = 8192) -> np.ndarray:
+                          block_rows: int = 8192,
+                          start: np.ndarray | None = None) -> np.ndarray:
     """Dictionary for imported (arm, value) data drawn with approximate leverage scores.
 
-    Starts from a uniform subset of size about sqrt(n) (at least 32) of the n distinct arms, then
-    ``rounds`` times samples each arm with p = min(1, q-bar n_a sigma~^2(a)), where sigma~^2 is
-    the Nystrom variance against the previous dictionary with all imported points in V.
+    Starts from ``start`` (candidate indices among ``arms``) or else a uniform subset of size
+    about sqrt(n) (at least 32) of the n distinct arms, then ``rounds`` times samples each arm
+    with p = min(1, q-bar n_a sigma~^2(a)), where sigma~^2 is the Nystrom variance against the
+    previous dictionary with all imported points in V.
     """
     n = len(arms)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    size = min(n, max(32, math.isqrt(n) + 1))
-    local = np.sort(rng.choice(n, size=size, replace=False))
+    if start is not None:
+        local = np.flatnonzero(np.isin(arms, start))
+    else:
+        size = min(n, max(32, math.isqrt(n) + 1))
+        local = np.sort(rng.choice(n, size=size, replace=False))
     X = candidates[arms]
     none = np.zeros(0, dtype=np.int64)
     for _ in range(rounds):

@@ -79,6 +79,7 @@ _NO_DICTIONARY = ("uniform",) + _EXACT + LITERATURE_STRATEGIES
 #: Strategies whose batches use none of the engine's kernel: no model, or their own
 _OWN_MODEL = ("uniform", *LITERATURE_STRATEGIES)
 STREAM_LITERATURE = 4
+STREAM_REDRAW = 5  # a batch's dictionary redrawn after a refit changed the kernel
 #: Values observed up to this many noise sd (xi) outside [0, 1] are still in it: on values
 #: rescaled to [0, 1] with N(0, 0.01^2) noise, shifting by the lowest noisy value put the prior
 #: mean ~2.5 xi under the function's minimum and trapped more Hartmann-6 runs at its local
@@ -96,7 +97,8 @@ class BatchInfo:
     embedding_dim: int
     open_seconds: float  # dictionary sampling + kernel refit + posterior build
     #: the dictionary resampling alone (Alg. 1 lines 11-16, or the warm start's leverage-score
-    #: sampling); NaN for strategies without a dictionary and for restored batches
+    #: sampling, and the redraw after a refit that changed the kernel); NaN for strategies
+    #: without a dictionary and for restored batches
     resparsify_seconds: float = field(default=math.nan, compare=False)
     #: the kernel hyper-parameter fit (hyperparameters.fit and its bookkeeping); NaN at
     #: batches without one and for restored batches. open_seconds minus it is the paper's
@@ -501,6 +503,10 @@ class Strategy:
         self._install_kernel(self._refit(b, start, dictionary))  # batch boundaries only
         refit_seconds = (time.perf_counter() - refit_started
                          if self._hyper.fitted_at != previous.fitted_at else math.nan)
+        if (previous.lengthscale, previous.lam) != (self._hyper.lengthscale, self._hyper.lam):
+            redrawn = time.perf_counter()
+            dictionary = self._redraw_dictionary(b, start, dictionary)
+            resparsify_seconds += time.perf_counter() - redrawn  # (NaN stays NaN)
         # the old batch is no longer needed: free its A x m' arrays before building the new ones
         # (halves peak memory: 8.6 -> ~4.4 GB at A = 10^6, m = 512); its z' buffer is reused
         self._workspace = getattr(self._posterior, "workspace", None)
@@ -534,6 +540,24 @@ class Strategy:
                                          oversampling=cfg.oversampling, rng=rng,
                                          block_rows=cfg.block_rows)
         return resparsify(arms, counts, self._posterior.variance_start, cfg.oversampling, rng)
+
+    def _redraw_dictionary(self, b: int, start: int, dictionary: np.ndarray) -> np.ndarray:
+        """Batch b's dictionary once a refit changed the kernel (lengthscales or lam).
+
+        ``dictionary`` was drawn with the previous batch's variances under the old kernel, but
+        BBKB Lemma 2 (proof, App. B) needs inclusion probabilities of at least a constant times
+        the new posterior's variances: under one kernel sigma~^2_old >= sigma^2_old / 3 >=
+        sigma^2_new / 3, which a shorter lengthscale or a smaller lam breaks. One round of
+        q-bar n_a sigma~^2 sampling of the V_all arms, sigma~^2 their Nystrom variance under
+        the new kernel against ``dictionary`` (which stays the refit's inducing points)."""
+        cfg = self.config
+        if cfg.strategy in _NO_DICTIONARY:
+            return dictionary
+        arms, counts, _ = self._counts(self._masks(start, b)[0])
+        return warm_start_dictionary(self._kernel, self._X, arms, counts, lam=self._lam,
+                                     oversampling=cfg.oversampling,
+                                     rng=self._rng(STREAM_REDRAW, b), rounds=1,
+                                     block_rows=cfg.block_rows, start=dictionary)
 
     def _install_batch(self, b: int, start: int, dictionary: np.ndarray, started: float,
                        resparsify_seconds: float = math.nan,

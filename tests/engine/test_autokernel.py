@@ -39,7 +39,7 @@ from service.engine.records import OBSERVED
 from service.engine.spacing import neighbour_lengthscale, rms_distance
 from service.problems import function_problem
 
-from .helpers import auto_config, run, smooth_problem
+from .helpers import auto_config, exact_posterior, run, smooth_problem
 
 
 def test_a_plateau_of_equal_values_leaves_the_automatic_kernel_at_its_start():
@@ -123,6 +123,43 @@ def test_refits_happen_only_at_batch_openings_and_restore_installs_them(override
             expected = out
     assert out == expected
     assert restored.hyperparameters == live.hyperparameters
+
+
+def test_a_refit_that_changes_the_kernel_redraws_the_dictionary_with_its_variances():
+    """BBKB Lemma 2: at a batch's start sigma^2 / 3 <= sigma~^2 <= 3 sigma^2 for every
+    candidate, sigma^2 the exact GP's under the kernel the batch runs on. The dictionary drawn
+    with the previous batch's variances, under the kernel before the refit, missed it after 5 of
+    the 20 kernel changes here (the first fit: lengthscale 2 -> 0.5-1.9, lam 1 -> 0.1;
+    sigma~^2 / sigma^2 up to 13.6); redrawn with the new kernel's variances, at most 2.3.
+    q-bar 2 (the paper's): at the default 8 the dictionary holds nearly every arm. A restore
+    before the opening draws the same dictionary and proposes the same batch."""
+    problem = function_problem("branin", n_candidates=500, seed=0)
+    X, f = problem.candidates, problem.values
+    changes = 0
+    for seed in range(6):
+        cfg = EngineConfig(strategy="bbkb", mode="sync", explore=0.1, noise=0.01,
+                           oversampling=2.0, seed=seed)
+        live, rng, before = Strategy(X, cfg), np.random.default_rng(seed), None
+        while live.t < 150:
+            restored = Strategy.restore(X, cfg, live.state())
+            batch = live.ask_batch()
+            assert [(s.t, s.arm) for s in restored.ask_batch()] == [(s.t, s.arm) for s in batch]
+            np.testing.assert_array_equal(restored.dictionary, live.dictionary)
+            np.testing.assert_array_equal(live.batches[-1].dictionary, live.dictionary)
+            np.testing.assert_array_equal(live._posterior.dictionary, live.dictionary)
+            hyper = live.hyperparameters
+            if before is not None and (hyper.lengthscale, hyper.lam) != (before.lengthscale,
+                                                                         before.lam):
+                changes += 1
+                pulled = live.records["arm"][: live.batches[-1].start]
+                _, exact = exact_posterior(live._kernel, live._X, pulled, pulled,
+                                           np.zeros(len(pulled)), live._lam)
+                ratio = live.predict()[1] / exact
+                assert 1 / 3 <= ratio.min() and ratio.max() <= 3, (seed, live.batch)
+            before = hyper
+            for sel in batch:
+                live.tell(sel.t, f[sel.arm] + 0.01 * rng.standard_normal())
+    assert changes >= 10
 
 
 def test_the_kernel_runs_on_the_kept_fits_lengthscale_times_smoothing(monkeypatch):
