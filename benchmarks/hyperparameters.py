@@ -123,7 +123,8 @@ PAPER = dict(strategy="bbkb", stopping_rule="global", lam=1.0, noise=NOISE_SD, r
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="T = 500, 1 seed, two problems")
+    p.add_argument("--quick", action="store_true",
+                   help="T = 500, 1 seed, two problems, ls 2 4 8 (where not given)")
     p.add_argument("--problems", nargs="+", default=list(DEFAULT_PROBLEMS),
                    choices=[*DATASETS, *FUNCTIONS, "f1"])
     p.add_argument("--T", type=int, default=2000)
@@ -147,8 +148,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "engine's fit at that lengthscale) and the free fit")
     args = p.parse_args(argv)
     if args.quick:
-        args.T, args.seeds, args.problems = 500, 1, ["abalone", "branin"]
-        args.lengthscales = [2.0, 4.0, 8.0]
+        common.quick(p, args, T=500, seeds=1, problems=["abalone", "branin"],
+                     lengthscales=[2.0, 4.0, 8.0])
     return args
 
 
@@ -292,6 +293,12 @@ def main(argv: list[str] | None = None) -> None:
         autokernel.SMOOTHING = args.smoothing  # after_fit's, read at each fit
     configs = configurations(args)
     mark = min(2000, args.T)
+    headers = ["problem", "config", f"RR@{mark}", f"RR@{args.T}", f"median RR@{args.T}",
+               f"s@{mark}", "total s", "cpu s",
+               "fit cpu s", "resparsify s",
+               "batches", "dict", "fits", "final ls (seed 0)"]
+    # at T <= 2000 the columns at the mark are those at T
+    keep = [i for i in range(len(headers)) if mark < args.T or i not in (2, 5)]
     rows, records = [], []
     started = time.perf_counter()
     bar = tqdm(total=len(args.problems) * len(configs) * args.seeds, unit="run",
@@ -322,13 +329,9 @@ def main(argv: list[str] | None = None) -> None:
                          f"{mean['batches']:.0f}", f"{mean['dictionary']:.0f}",
                          f"{mean['fits']:.1f}",
                          f"{ls[0]:.2f}" if len(ls) == 1 else f"{min(ls):.2f}..{max(ls):.2f}"])
-            bar.write(" ".join(rows[-1]))
+            bar.write(", ".join(f"{headers[i]} {rows[-1][i]}" for i in keep))
     bar.close()
-    headers = ["problem", "config", f"RR@{mark}", f"RR@{args.T}", f"median RR@{args.T}",
-               f"s@{mark}", "total s", "cpu s",
-               "fit cpu s", "resparsify s",
-               "batches", "dict", "fits", "final ls (seed 0)"]
-    table = common.format_table(headers, rows)
+    table = common.format_table([headers[i] for i in keep], [[r[i] for i in keep] for r in rows])
     summary = render_summary(records, args.T, mark)
     print(f"\nT = {args.T}, {args.seeds} seed(s), {time.perf_counter() - started:.0f} s wall\n")
     print(table + "\n\n" + summary)
@@ -409,12 +412,14 @@ def render_summary(records: list[dict[str, Any]], T: int, mark: int) -> str:
             best = min(fixed, key=lambda k: fixed[k][key])
             for auto in (k for k in mine if k.startswith("auto")):
                 rel = mine[auto][key] / fixed[best][key] - 1.0
-                low, high = paired_interval([r[key] for r in mine[auto]["runs"]],
-                                            [r[key] for r in fixed[best]["runs"]])
+                interval = "n/a (1 seed)"
+                if len(mine[auto]["runs"]) > 1:
+                    low, high = paired_interval([r[key] for r in mine[auto]["runs"]],
+                                                [r[key] for r in fixed[best]["runs"]])
+                    interval = f"{100 * low:+.0f}%..{100 * high:+.0f}%"
                 extra = mine[auto]["cpu_seconds"] - fixed[best]["cpu_seconds"]
                 rows.append([name, str(t), auto, f"{mine[auto][key]:.4f}", best,
-                             f"{fixed[best][key]:.4f}", f"{100 * rel:+.1f}%",
-                             f"{100 * low:+.0f}%..{100 * high:+.0f}%",
+                             f"{fixed[best][key]:.4f}", f"{100 * rel:+.1f}%", interval,
                              "yes" if rel <= 0.10 else "NO", f"{extra:+.2f}",
                              f"{mine[auto]['fit_seconds']:.2f}"])
     return common.format_table(["problem", "t", "auto", "RR", "best fixed", "RR", "auto/best-1",

@@ -34,7 +34,7 @@ Usage::
     python benchmarks/literature.py                          # every experiment, paper sizes
     python benchmarks/literature.py --experiment gssbo --T 300 --seeds 2 --buffer 60 \\
         --functions hartmann6 levy20
-    python benchmarks/literature.py --summarize results/literature/gssbo_runs.jsonl \\
+    python benchmarks/literature.py --summarize benchmarks/results/literature/gssbo_runs.jsonl \\
         --checkpoint 100 --T 1000                            # regret / time at t = 100, 200, ...
     # issue 5 at T = 1000: one process per (function, seed) for GP-UCB-ML (--first-seed), each
     # writing <experiment>_<problem>_<method>_<seed>.progress every --checkpoint steps; then
@@ -164,7 +164,8 @@ def table_rows(runs: list[Run], problems: dict[str, Problem]) -> list[list[str]]
         reached = min(len(r.regret) for r in group)
         rows.append([name, method, str(len(group)), str(reached),
                      f"{np.mean([r.regret[-1] for r in group]):.4g}",
-                     f"{np.mean(ratios):.3f} +- {np.std(ratios):.3f}",
+                     f"{np.mean(ratios):.3f} +- " + (f"{np.std(ratios):.3f}" if len(ratios) > 1
+                                                      else "n/a"),
                      f"{np.mean(secs):.1f}", f"{np.mean([r.wall for r in group]):.1f}"])
     return rows
 
@@ -230,10 +231,10 @@ def progress_table(paths: list[Path], candidates: int, reference: str = "gp-ucb-
             if reference in groups else math.nan
         for method, group in sorted(groups.items()):
             ratios = [run[t][0] / (gap * t) for run in group]
-            sd = float(np.std(ratios, ddof=1)) if len(ratios) > 1 else 0.0
+            sd = f"{np.std(ratios, ddof=1):.3f}" if len(ratios) > 1 else "n/a"
             secs = float(np.mean([run[t][1] for run in group]))
             rows.append([problem, method, str(len(group)), str(t),
-                         f"{np.mean(ratios):.3f} +- {sd:.3f}",
+                         f"{np.mean(ratios):.3f} +- {sd}",
                          f"{secs:.1f}", f"{100 * secs / time_ref:.1f}"])
     return common.format_table(["problem", "method", "seeds", "t", "R_t / R_t(unif)",
                                 "engine CPU s", f"% of {reference}"], rows)
@@ -290,7 +291,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "literature")
     args = p.parse_args(argv)
     if args.quick:
-        args.T, args.candidates, args.seeds, args.initial, args.buffer = 40, 300, 1, 8, 16
+        common.quick(p, args, T=40, candidates=300, seeds=1, initial=8, buffer=16)
     return args
 
 

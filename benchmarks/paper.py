@@ -177,7 +177,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "2000 and at the last common step) and exit; nothing is run")
     args = p.parse_args(argv)
     if args.quick:
-        args.T, args.seeds, args.exact_T = 300, 1, 300
+        common.quick(p, args, T=300, seeds=1, exact_T=300)
     return args
 
 

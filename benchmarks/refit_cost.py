@@ -184,13 +184,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.part == "tolerance":
         print(tolerance_table(args.problems, args.T, args.seeds))
         return
+    headers = ["A", "d", "batches", "dictionary", "refits", "ms per refit",
+               "ms per resparsification", "ratio", "refits s", "resparsifications s", "run s"]
     rows = []
     for candidates in args.candidates:
         rows.append(scaling_row(candidates, args.dim, args.T, args.seed))
-        print(" ".join(rows[-1]), flush=True)
-    print(common.format_table(["A", "d", "batches", "dictionary", "refits", "ms per refit",
-                               "ms per resparsification", "ratio", "refits s",
-                               "resparsifications s", "run s"], rows))
+        print(", ".join(f"{h} {v}" for h, v in zip(headers, rows[-1], strict=True)), flush=True)
+    print(common.format_table(headers, rows))
 
 
 if __name__ == "__main__":

@@ -406,9 +406,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.quick:
-        args.arms, args.dicts, args.repeats, args.min_seconds = [10**3, 10**4], [64, 128], 2, 0.5
-        args.steps = 50
+    quick = dict(arms=[10**3, 10**4], dicts=[64, 128], repeats=2, min_seconds=0.5, steps=50)
+    for key, value in quick.items() if args.quick else ():  # (common.quick: not imported here,
+        if getattr(args, key) == ap.get_default(key):      # it pins the workers' BLAS threads)
+            setattr(args, key, value)
     return args
 
 
