@@ -17,7 +17,9 @@ Usage: python benchmarks/api_processes.py [--quick] [--candidates A] [--evaluati
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import subprocess
 import time
 import uuid
 
@@ -51,12 +53,18 @@ def run(api_processes: int, n_candidates: int, n_evaluations: int) -> dict[str, 
     rng = np.random.default_rng(0)
     candidates = np.column_stack([rng.uniform(-5, 10, n_candidates),
                                   rng.uniform(0, 15, n_candidates)])
-    redis = RedisProcess().start()
-    env = {"BBKB_DATABASE_URL": _database(), "BBKB_AUTH": "none", "BBKB_REDIS_URL": redis.url,
-           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    server = ServerProcess(env, workers=api_processes).start()
-    children = runner.spawn(redis.url, 2, env={"BBKB_URL": server.url})
-    try:
+    with contextlib.ExitStack() as stack:  # whatever fails, each started process is stopped
+        redis = RedisProcess()
+        stack.callback(redis.stop)
+        redis.start()
+        env = {"BBKB_DATABASE_URL": _database(), "BBKB_AUTH": "none", "BBKB_REDIS_URL": redis.url,
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        server = ServerProcess(env, workers=api_processes)
+        stack.callback(server.stop)
+        server.start()
+        children: list[subprocess.Popen[bytes]] = []
+        stack.callback(runner.stop, children, timeout=10)
+        runner.spawn(redis.url, 2, env={"BBKB_URL": server.url}, children=children)
         with httpx2.Client(base_url=server.url, timeout=120) as http:
             sid = http.post("/v1/studies", json={
                 "name": "api-processes", "candidates": candidates.tolist(),
@@ -71,10 +79,6 @@ def run(api_processes: int, n_candidates: int, n_evaluations: int) -> dict[str, 
                 time.sleep(0.1)
             wall = time.perf_counter() - start
             cpu = _cpu(server.proc.pid) - cpu
-    finally:
-        runner.stop(children, timeout=10)
-        server.stop()
-        redis.stop()
     return {"wall": wall, "cpu_ms": 1000 * cpu / n_evaluations}
 
 
