@@ -2,14 +2,22 @@
 BBKB_API_WORKERS) on PostgreSQL, with 2 RQ workers and a trivial objective.
 
 Each api process caches the study's engine; when another process changed the study it catches up
-from the trials that changed and rebuilds only when a batch opened meanwhile. Figures (api CPU ms
-per evaluation, 1 / 2 processes, two runs each, load average under 1 on 2 cores, explore 0.1):
-A = 5,000: 4.4 / 5.5-5.9; A = 50,000: 4.6-4.7 / 4.8-6.8. Before explore 0.1 (load average ~5):
-A = 5,000: 4.8-4.9 / 4.9-7.7 (before the catch-up, when every change cost a rebuild: 5.0-5.1 /
-12.6); A = 50,000: 5.2-5.3 / 6.1-8.4. Which process serves a request depends on which keep-alive
-connection the kernel gave it, so the 2-process figure varies run to run. Printed per
+from the trials that changed and rebuilds only when a batch opened meanwhile. Printed per
 setting: wall seconds, evaluations per second, and the api's CPU milliseconds per evaluation
-(all its processes; CPU time is robust to other load on a shared machine).
+(all its processes). Figures (api CPU ms per evaluation, 1 / 2 processes, 2026-11-29, three runs
+each on 2 shared cores, load average 1.3-2.1 with the benchmark's own processes)::
+
+    OPENBLAS_NUM_THREADS=1 nice -n 10 python benchmarks/api_processes.py
+        A = 5,000:   6.7 / 10.1,   6.6 / 10.5,   9.3 / 7.8
+    ... --candidates 50000
+        A = 50,000: 14.3 / 15.2,   8.2 / 15.2,   9.2 / 13.0
+
+Two processes took 0.8-1.9x one's CPU. Which process serves a request depends on which
+keep-alive connection the kernel gave it, and CPU time on this shared machine is not robust to
+other load (one process, A = 50,000: 8.2 to 14.3 ms at load 1.7-2.1): compare settings
+within one sitting. On the machine of 387ca68 (load under 1) the same command gave 4.4 / 5.5-5.9
+and 4.6-4.7 / 4.8-6.8; before the catch-up, when every change cost a rebuild, 5.0-5.1 / 12.6 at
+A = 5,000 (a7cfd5d, load ~5).
 
 Usage: python benchmarks/api_processes.py [--quick] [--candidates A] [--evaluations N]
 """
