@@ -10,18 +10,24 @@ opening) and "none" (as given). Printed: the best -Branin value found after 100,
 evaluations, per seed and on average, and uniform sampling's expected best after 400 (200 draws
 without replacement).
 
-Figures (10 seeds; session 17), mean best after 400 evaluations (the best candidate is -0.403)::
+Figures (10 seeds; 2026-11-29, the same since 02cb357; ``OPENBLAS_NUM_THREADS=1 nice -n 10
+python benchmarks/value_scale.py --seeds 10 --T 400``, two runs, identical), mean best after 400
+evaluations (the best candidate is -0.403)::
 
     values   raw     div     shift   norm
-    unit    -0.524  -0.731  -0.671  -0.533
-    none    -1.848  -1.461  -9.338  -0.533      uniform sampling -0.506
+    unit    -0.541  -0.819  -0.880  -0.603
+    none    -1.848  -1.293  -9.338  -0.603      uniform sampling -0.506
 
 As given, the prior mean 0 and the noise and RKHS bound (0.01 and 1) are in the values' units,
 and only values of order one above a floor near 0 behave as the benchmarks show. "unit" leaves
 ``norm`` alone (the same runs as "none"). Single seeds differ between raw and shift although both
 are min-max rescaled: the rounding of the shifted values changes a fit in its last digits, and a
-run's path is chaotic; ``tests/engine/test_autokernel.py`` checks exact invariance on
-values where every operation is exact.
+run's path is chaotic (per seed -0.403 to -1.206 raw, to -2.752 shift), so 10 seeds do not order
+the "unit" row's columns. The table moved at each of nine refit changes since session 17
+(eadf605 to 02cb357; none touched the value scaling: session 17 printed -0.524 / -0.731 / -0.671 /
+-0.533 and none div -1.461, 8d85a28 prints -0.524 / -0.728 / -0.801 / -0.562 and -1.419 on this
+machine); ``tests/engine/test_autokernel.py`` checks exact invariance on values where every
+operation is exact.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/value_scale.py [--seeds 10] [--T 400]
 """
