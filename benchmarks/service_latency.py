@@ -13,7 +13,7 @@
 3. Bulk results (``--bulk``): a lab's sheet of K results (K = 100, 1000, 10^4 trials asked in
    one call of an async study), uploaded as JSON (``POST .../results``) and as CSV
    (``.../results.csv``, the values filled into ``trial_id,value`` rows): wall milliseconds
-   of the upload, the server's CPU milliseconds, and both per row.
+   of the upload, the server's CPU milliseconds, and both per row. ``--sizes`` sets K.
 The load average is printed with each figure: wall-clock numbers above ~2 (two cores) include
 queueing behind other processes.
 
@@ -23,6 +23,8 @@ benchmarks/service_latency.py --bulk``, load 0.2-0.6), wall ms per upload, JSON 
 
 Usage: python benchmarks/service_latency.py [--quick] [--sizes 1000 10000 100000]
        [--round-trips 500] [--auth none|keys] [--no-restart] [--bulk]
+``--quick`` (CI) sets only what the command line does not: sizes 1000 5000 (bulk: 100 1000), 100
+round trips, a restart at 5,000 trials and candidates (else 10^5).
 """
 
 from __future__ import annotations
@@ -206,9 +208,12 @@ def bulk(sheets: list[int], arms: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
-    parser.add_argument("--round-trips", type=int, default=500)
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes (CI), where the command line gives none")
+    parser.add_argument("--sizes", type=int, nargs="+",
+                        help="trials per study (default 1000 10000 100000; --quick 1000 5000); "
+                             "with --bulk rows per sheet (100 1000 10000; --quick 100 1000)")
+    parser.add_argument("--round-trips", type=int, help="per size (default 500; --quick 100)")
     parser.add_argument("--auth", choices=["none", "keys"], default="none",
                         help="keys: every request authenticated with an API key (the default "
                              "deployment); none: the embedded single-user mode")
@@ -216,15 +221,18 @@ def main() -> None:
     parser.add_argument("--bulk", action="store_true", help="bulk results uploads only")
     args = parser.parse_args()
     if args.bulk:
-        bulk([100, 1000] if args.quick else [100, 1000, 10_000], 20_000)
+        if args.sizes is None:
+            args.sizes = [100, 1000] if args.quick else [100, 1000, 10_000]
+        bulk(args.sizes, 20_000)
         return
-    if args.quick:
-        latency([1000, 5000], 100, 2000, args.auth)
-        restart(5000, 5000)
-        return
+    if args.sizes is None:
+        args.sizes = [1000, 5000] if args.quick else [1000, 10_000, 100_000]
+    if args.round_trips is None:
+        args.round_trips = 100 if args.quick else 500
     latency(args.sizes, args.round_trips, 2000, args.auth)
     if not args.no_restart:
-        restart(100_000, 100_000)
+        n = 5000 if args.quick else 100_000  # trials and candidates
+        restart(n, n)
 
 
 if __name__ == "__main__":
