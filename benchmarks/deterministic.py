@@ -16,19 +16,20 @@ that of the best OBSERVED trial's true value (what a study reports as its best).
     OPENBLAS_NUM_THREADS=1 python benchmarks/deterministic.py [--seeds 10] [--noise 0.01]
 
 Figures (session 29, 10 seeds: mean simple regret after T evaluations, in the function's own
-units; distinct candidates evaluated in 200)::
+units; distinct candidates evaluated in 200, re-run 2026-11-29: the regrets the same, the default's
+distinct counts moved by 02cb357 and e6e871e, load 0.5-0.8)::
 
     problem               variant        T=25      T=50      T=100     T=200     distinct
-    branin-uniform (500)  default        0.8438    0.4265    0.3953    0.3953        23.8
+    branin-uniform (500)  default        0.8438    0.4265    0.3953    0.3953        23.1
                           deterministic  1.43      0.3235    0.03002   0.00177      200.0
                           uniform        1.812     0.8212    0.3444    0.1299
-    branin (2000)         default        1.866     0.615     0.5705    0.5149        34.1
+    branin (2000)         default        1.866     0.615     0.5705    0.5149        33.5
                           deterministic  1.168     0.2096    0         0            200.0
                           uniform        2.066     0.9521    0.4266    0.1747
     hartmann6 (2000)      default        2.149     1.845     1.734     1.734         23.8
                           deterministic  1.316     0.1183    0.1183    0            200.0
                           uniform        1.863     1.538     1.217     0.9335
-    levy (2000)           default        3.341     1.346     1.124     0.9445        50.0
+    levy (2000)           default        3.341     1.346     1.124     0.9445        49.9
                           deterministic  1.555     0.8731    0.1484    0            200.0
                           uniform        1.056     0.6071    0.3221    0.156
 
