@@ -18,7 +18,6 @@ if "numpy" in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse  # noqa: E402
 import math  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
@@ -85,14 +84,6 @@ def paired_summary(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> dict[st
             "diff": float(diff), "diff_low": float(diff - half), "diff_high": float(diff + half),
             "ratio_of_means": float(a.mean() / b.mean()), "a_better": int(np.sum(a < b)),
             "wilcoxon_p": float(wilcoxon)}
-
-
-def quick(parser: argparse.ArgumentParser, args: argparse.Namespace, **values: object) -> None:
-    """``--quick``'s settings, each only where the command line left the option at its default
-    (``--quick --seeds 3`` runs 3 seeds)."""
-    for key, value in values.items():
-        if getattr(args, key) == parser.get_default(key):
-            setattr(args, key, value)
 
 
 def format_table(headers: list[str], rows: list[list[str]]) -> str:

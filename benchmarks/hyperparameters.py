@@ -78,6 +78,7 @@ import common  # first: pins BLAS to one thread before numpy loads
 import numpy as np
 from literature import FUNCTIONS as LITERATURE_FUNCTIONS
 from literature import make_problem as literature_problem
+from quick import apply_quick
 from tqdm import tqdm
 
 import service.engine.strategy as strategy_module
@@ -148,7 +149,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "engine's fit at that lengthscale) and the free fit")
     args = p.parse_args(argv)
     if args.quick:
-        common.quick(p, args, T=500, seeds=1, problems=["abalone", "branin"],
+        apply_quick(p, args, argv, T=500, seeds=1, problems=["abalone", "branin"],
                      lengthscales=[2.0, 4.0, 8.0])
     return args
 

@@ -53,6 +53,7 @@ from typing import Any
 
 import common  # noqa: I001  (pins BLAS threads before numpy is imported)
 import numpy as np
+from quick import apply_quick
 from scipy.stats import qmc
 
 from service.engine import Strategy
@@ -266,7 +267,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes (smoke run)")
     p.add_argument("--experiment", choices=[*EXPERIMENTS, "all"], default="all")
-    p.add_argument("--functions", nargs="+", help="override the experiment's problems")
+    p.add_argument("--functions", nargs="+", choices=[*FUNCTIONS, "f1"],
+                   help="override the experiment's problems")
     p.add_argument("--methods", nargs="+", help="override the experiment's methods")
     p.add_argument("--T", type=int, default=1000, help="steps per run")
     p.add_argument("--candidates", type=int, default=2000)
@@ -291,7 +293,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "literature")
     args = p.parse_args(argv)
     if args.quick:
-        common.quick(p, args, T=40, candidates=300, seeds=1, initial=8, buffer=16)
+        apply_quick(p, args, argv, T=40, candidates=300, seeds=1, initial=8, buffer=16)
     return args
 
 
@@ -307,9 +309,9 @@ def main(argv: list[str] | None = None) -> None:
     experiments = list(EXPERIMENTS) if args.experiment == "all" else [args.experiment]
     for experiment in experiments:
         names, methods = EXPERIMENTS[experiment]
-        names, methods = args.functions or names, args.methods or methods
-        if args.quick:
+        if args.quick and not args.functions:
             names = names[:2]
+        names, methods = args.functions or names, args.methods or methods
         problems = {n: make_problem(n, args.candidates, 0) for n in names}
         runs: list[Run] = []
         log = args.out / f"{experiment}_runs.jsonl"

@@ -93,6 +93,7 @@ from typing import Any
 
 import common  # first: pins BLAS to one thread before numpy loads
 import numpy as np
+from quick import apply_quick
 from tqdm import tqdm
 
 from service.engine import Strategy
@@ -177,7 +178,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "2000 and at the last common step) and exit; nothing is run")
     args = p.parse_args(argv)
     if args.quick:
-        common.quick(p, args, T=300, seeds=1, exact_T=300)
+        apply_quick(p, args, argv, T=300, seeds=1, exact_T=300)
     return args
 
 

@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 import scipy
+from quick import apply_quick
 
 from service.engine.kernels import RBF
 from service.engine.nystrom import NystromPosterior
@@ -406,10 +407,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    quick = dict(arms=[10**3, 10**4], dicts=[64, 128], repeats=2, min_seconds=0.5, steps=50)
-    for key, value in quick.items() if args.quick else ():  # (common.quick: not imported here,
-        if getattr(args, key) == ap.get_default(key):      # it pins the workers' BLAS threads)
-            setattr(args, key, value)
+    if args.quick:
+        apply_quick(ap, args, argv, arms=[10**3, 10**4], dicts=[64, 128], repeats=2,
+                    min_seconds=0.5, steps=50)
     return args
 
 

@@ -9,7 +9,8 @@ const query = new URLSearchParams(location.search);
 const POLL_MS = Math.max(200, Number(query.get("poll")) || 2000);
 const PAGE_SIZE = Math.min(1000, Math.max(1, Number(query.get("page_size")) || 50));
 // Rows of the history per request (the server's default page, at most its 200,000).
-const HISTORY_PAGE = Math.min(200000, Math.max(1, Number(query.get("history_page")) || 50000));
+const HISTORY_PAGE = Math.min(200000, Math.max(1,
+  Math.floor(Number(query.get("history_page"))) || 50000));
 
 class AuthNeeded extends Error {}
 
@@ -400,7 +401,7 @@ function studyPage(id) {
       history.noiseless = (history.noiseless || []).concat(more.noiseless);
     }
     history.optimum = more.optimum;
-    return more.next_offset !== null;
+    return more.t.length > 0 && more.next_offset != null;  // (null, or a server without it)
   };
   let b = [];
   const refreshPlots = async () => {
