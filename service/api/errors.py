@@ -58,7 +58,7 @@ def install(app: FastAPI) -> None:
             return error_response(422, f"malformed JSON at character {offset}: {reason}", "body")
         if where == ("body",) and kind in ("model_attributes_type", "dict_type", "missing"):
             return error_response(422, "the body must be a JSON object, sent with Content-Type: "
-                              "application/json", "body")
+                                  "application/json", "body")
         loc = [str(p) for p in where if p not in ("body", "query", "path")]
         message = str(first.get("msg")).removeprefix("Value error, ")  # our validators' own
         return error_response(422, message, ".".join(loc) or None)
@@ -78,7 +78,7 @@ def install(app: FastAPI) -> None:
             log.warning("database unavailable on %s %s: %s", request.method, request.url.path,
                         exc.orig)
             return error_response(503, "the database is busy or unreachable: retry", None,
-                         {"Retry-After": "1"})
+                                  {"Retry-After": "1"})
         return await _unexpected(request, exc)
 
     @app.exception_handler(PoolTimeout)
@@ -88,7 +88,7 @@ def install(app: FastAPI) -> None:
         log.warning("no database connection free on %s %s: %s", request.method,
                     request.url.path, exc)
         return error_response(503, "the database is busy (no connection free): retry", None,
-                     {"Retry-After": "1"})
+                              {"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -97,4 +97,4 @@ def install(app: FastAPI) -> None:
         # a keep-alive client opens a new one (it met a reset, and the SDK reported a request
         # it cannot resend as "may have reached the server")
         return error_response(500, "internal error (logged on the server)", None,
-                     {"Connection": "close"})
+                              {"Connection": "close"})

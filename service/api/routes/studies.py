@@ -132,22 +132,19 @@ def _check_space_size(body: StudyCreate, settings: Settings) -> None:
 async def upload_candidates(study_id: StudyId, request: Request, owner: OwnerDep,
                             settings: SettingsDep) -> StudyPublic:
     """The candidate matrix of a study created with ``upload: true``, as a .npy file."""
-    await run_in_threadpool(_check_awaiting, request, study_id, owner)  # before the body
+    await run_in_threadpool(check_owned, request, study_id, owner, True)  # before the body
     data = await read_body(request, settings.max_upload_bytes)
     return await run_in_threadpool(_attach, request, study_id, owner, data)
 
 
-def _check_awaiting(request: Request, study_id: int, owner: int) -> None:
-    """404 or 409 before an upload is read (gigabytes, for a study of another owner)."""
+def check_owned(request: Request, study_id: int, owner: int, awaiting: bool = False) -> None:
+    """404 before a body is read and parsed (an upload's gigabytes, a table's up to
+    ``BBKB_MAX_JSON_BYTES``): a study that is not the caller's is said so, not its body's first
+    error; with ``awaiting``, 409 unless it awaits its candidates."""
     with transaction(request.app.state.read_sessions) as session:
-        _awaiting(owned(session, study_id, owner))
-
-
-def check_owned(request: Request, study_id: int, owner: int) -> None:
-    """404 before a body is read and parsed (up to ``BBKB_MAX_JSON_BYTES``): a study that is
-    not the caller's is said so, not its body's first error."""
-    with transaction(request.app.state.read_sessions) as session:
-        owned(session, study_id, owner)
+        study = owned(session, study_id, owner)
+        if awaiting:
+            _awaiting(study)
 
 
 def _awaiting(study: Study) -> Study:
