@@ -235,10 +235,18 @@ class Study:
         """:meth:`records` as a pandas DataFrame (needs pandas)."""
         return to_dataframe(self.records(status), self.parameter_names)
 
-    def batches(self) -> list[BatchPublic]:
-        """Batch history: sizes, stop reasons, dictionary sizes."""
-        return BatchList.model_validate(
-            self.client.request("GET", self._path("/batches")).json()).batches
+    def batches(self, page_size: int = 10_000) -> list[BatchPublic]:
+        """Batch history: sizes, stop reasons, dictionary sizes; every batch, read in pages of
+        ``page_size``."""
+        batches: list[BatchPublic] = []
+        params: dict[str, Any] = {"limit": page_size}
+        while True:
+            page = BatchList.model_validate(
+                self.client.request("GET", self._path("/batches"), params=params).json())
+            batches += page.batches
+            if page.next_after is None:
+                return batches
+            params["after"] = page.next_after
 
     def batch(self, index: int) -> BatchDetail:
         """One batch with its dictionary: the inducing candidates' indices and parameters."""

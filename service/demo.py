@@ -107,6 +107,19 @@ def _progress(http: httpx2.Client, sid: int, total: int, delay: float,
             time.sleep(0.25)
 
 
+def _every_page(http: httpx2.Client, path: str, key: str,
+                params: dict[str, int] | None = None) -> list[dict]:
+    """Every row of a keyset-paged list (the server caps a page: pass ``next_after`` on)."""
+    rows: list[dict] = []
+    params = dict(params or {})
+    while True:
+        page = _answer(http.get(path, params=params), f"reading the {key}")
+        rows += page[key]
+        if page["next_after"] is None:
+            return rows
+        params["after"] = page["next_after"]
+
+
 def _summary(http: httpx2.Client, sid: int, wall: float, delay: float, workers: int,
              out: Path) -> dict[str, float]:
     """Print the run's figures and save the plot. ``evaluations`` is 0 when nothing completed
@@ -114,12 +127,7 @@ def _summary(http: httpx2.Client, sid: int, wall: float, delay: float, workers: 
     from .problems import dataset_problem
 
     problem = dataset_problem("abalone")
-    trials, after = [], -1
-    while after is not None:  # every page: the server caps one at BBKB_PAGE_LIMIT trials
-        page = _answer(http.get(f"/v1/studies/{sid}/trials",
-                                params={"after": after, "limit": 1000}), "reading the trials")
-        trials += page["trials"]
-        after = page["next_after"]
+    trials = _every_page(http, f"/v1/studies/{sid}/trials", "trials", {"limit": 1000})
     arms = np.array([t["candidate"] for t in trials if t["status"] == "completed"], dtype=int)
     if len(arms) == 0:
         failed = [t for t in trials if t["status"] in ("failed", "abandoned")]
@@ -128,8 +136,7 @@ def _summary(http: httpx2.Client, sid: int, wall: float, delay: float, workers: 
               f"{len(failed)} failed or abandoned): nothing to summarise or plot"
               + (f"; a failure: {reason}" if reason else ""))
         return {"evaluations": 0, "wall_seconds": wall, "plot_saved": False}
-    batches = [b["size"] for b in _answer(http.get(f"/v1/studies/{sid}/batches"),
-                                          "reading the batches")["batches"]]
+    batches = [b["size"] for b in _every_page(http, f"/v1/studies/{sid}/batches", "batches")]
     info = _answer(http.get(f"/v1/studies/{sid}"), "reading the study")
     f = problem.values
     ratios = problem.regret_ratio(arms)

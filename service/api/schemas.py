@@ -330,6 +330,8 @@ class BatchPublic(BaseModel):
 
 class BatchList(BaseModel):
     batches: list[BatchPublic]
+    next_after: int | None = Field(default=None, description="The ``after`` of the next page "
+                                   "(the last index of this one); null after the last page.")
 
 
 class BatchDetail(BatchPublic):

@@ -423,12 +423,14 @@ def trial_page(session: Session, study_id: int, *, after: int | None, limit: int
                                 {"study": study_id, "after": after, "limit": limit, **given}))
 
 
-def batches(session: Session, study_id: int, *, after: int = -1) -> list[Batch]:
-    """The study's batches with index > ``after`` in index order, without their dictionaries
-    (loaded on access: 8 bytes per atom, which the batch list does not show)."""
+def batches(session: Session, study_id: int, *, after: int = -1,
+            limit: int | None = None) -> list[Batch]:
+    """At most ``limit`` of the study's batches with index > ``after``, in index order, without
+    their dictionaries (loaded on access: 8 bytes per atom, which the batch list does not
+    show)."""
     return list(session.scalars(select(Batch).options(defer(Batch.dictionary))
                                 .where(Batch.study_id == study_id, Batch.index > after)
-                                .order_by(Batch.index)))
+                                .order_by(Batch.index).limit(limit)))
 
 
 def batch(session: Session, study_id: int, index: int) -> Batch | None:

@@ -412,6 +412,8 @@ def test_frozen_engine_gives_a_new_study_the_kernel_the_study_chose(bbkb, study)
     assert {(tuple(b.hyperparameters["lengthscale"]), b.hyperparameters["lam"],
              b.hyperparameters["source"]) for b in copy.batches()} == {
         (tuple(chosen["lengthscale"]), chosen["lam"], "fixed")}
+    every = copy.batches()  # one page, and the same in pages of one batch
+    assert len(every) > 1 and copy.batches(page_size=1) == every
     for unfrozen, why in ((study, "its kernel is fixed"), (copy, "its kernel is fixed"),
                           (bbkb.create_study("random", candidates=X, engine={
                               "strategy": "uniform", "batch_size": 2}), "uniform"),

@@ -201,7 +201,7 @@ def test_batches_after_lists_only_the_later_ones(database_url, tmp_path):
         sid = create_study(http, engine={"strategy": "uniform", "mode": "async",
                                          "batch_size": 4, "seed": 0})["id"]
         url = f"/v1/studies/{sid}/batches"
-        assert http.get(url, params={"after": -1}).json() == {"batches": []}
+        assert http.get(url, params={"after": -1}).json() == {"batches": [], "next_after": None}
         run_trials(http, sid, 14)
         every = http.get(url).json()["batches"]
         assert [b["index"] for b in every] == list(range(len(every))) and len(every) >= 4
@@ -212,6 +212,20 @@ def test_batches_after_lists_only_the_later_ones(database_url, tmp_path):
             response = http.get(url, params={"after": bad})
             assert response.status_code == 422 and response.json()["field"] == "after", bad
         assert http.get(f"/v1/studies/{sid + 1}/batches?after=0").status_code == 404
+
+        # pages: next_after until the last one, which says null (no empty last page)
+        for limit in (1, 3, len(every)):
+            pages, after = [], -1
+            while after is not None:
+                page = http.get(url, params={"after": after, "limit": limit}).json()
+                assert 0 < len(page["batches"]) <= limit
+                pages.append(page["batches"])
+                after = page["next_after"]
+            assert [b for p in pages for b in p] == every
+            assert len(pages) == -(-len(every) // limit)
+        for bad in ("0", "50001", "x"):
+            response = http.get(url, params={"limit": bad})
+            assert response.status_code == 422 and response.json()["field"] == "limit", bad
 
 
 @pytest.mark.parametrize("path", ["abc", "0", "2147483648", "<script>x", "1.5"])

@@ -82,8 +82,10 @@ def test_study_page_plots_tables_csv_and_live_updates(server_factory, tmp_path, 
     batches = http.get(f"/v1/studies/{sid}/batches").json()["batches"]
     assert (len(completed), len(failed), len(running)) == (26, 4, 2)
 
-    # the history in pages of 7 rows: the first load reads all four before it draws
-    page.goto(f"{server.url}/ui/studies/{sid}?poll=300&page_size=10&history_page=7")
+    # the history in pages of 7 rows and the batches in pages of 2: the first load reads them
+    # all before it draws
+    assert len(batches) > 4
+    page.goto(f"{server.url}/ui/studies/{sid}?poll=300&page_size=10&history_page=7&batch_page=2")
     page.wait_for_selector("#plot-best path.series", state="attached")
     assert _points(page, "plot-best") == len(completed)
     assert _points(page, "plot-values") == len(completed)

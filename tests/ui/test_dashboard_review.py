@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
@@ -45,7 +46,7 @@ def test_batches_are_fetched_incrementally_and_drawn_as_a_full_load(http, page):
     later = http.get(f"/v1/studies/{sid}/batches").json()["batches"]
     assert len(later) > len(batches)
     _wait_points(page, "plot-batch-size", len(later))
-    afters = [int(url.split("after=")[1]) for url in asked]
+    afters = [int(parse_qs(urlsplit(url).query)["after"][0]) for url in asked]
     assert afters[0] == -1 and max(afters) >= len(batches) - 2  # only the new (and open) ones
 
     fresh = page.context.new_page()  # the same data loaded at once draws the same plots

@@ -17,15 +17,23 @@ from .studies import owned
 
 router = APIRouter(prefix="/v1/studies/{study_id}", tags=["batches"])
 
+#: Batches a page of the batch list holds by default (about 5 MB of JSON) and at most.
+BATCH_PAGE = 10_000
+BATCH_PAGE_MAX = 50_000
+
 
 @router.get("/batches")
 def list_batches(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep,
-                 after: Annotated[int, Query(ge=-1, le=2**31 - 1)] = -1) -> BatchList:
-    """The batches in index order, only those with index > ``after`` (a poller asks for the
-    ones it has not seen, as with the trials' ``after``; -1: all of them)."""
+                 after: Annotated[int, Query(ge=-1, le=2**31 - 1)] = -1,
+                 limit: Annotated[int, Query(ge=1, le=BATCH_PAGE_MAX)] = BATCH_PAGE,
+                 ) -> BatchList:
+    """At most ``limit`` batches in index order, only those with index > ``after`` (a poller
+    asks for the ones it has not seen, as with the trials' ``after``; -1: from the first);
+    ``next_after`` is the ``after`` of the next page, null after the last."""
     owned(session, study_id, owner)
-    return BatchList(batches=[BatchPublic.model_validate(b, from_attributes=True)
-                              for b in queries.batches(session, study_id, after=after)])
+    rows = queries.batches(session, study_id, after=after, limit=limit + 1)
+    page = [BatchPublic.model_validate(b, from_attributes=True) for b in rows[:limit]]
+    return BatchList(batches=page, next_after=page[-1].index if len(rows) > limit else None)
 
 
 @router.get("/batches/{index}")

@@ -11,6 +11,9 @@ const PAGE_SIZE = Math.min(1000, Math.max(1, Number(query.get("page_size")) || 5
 // Rows of the history per request (the server's default page, at most its 200,000).
 const HISTORY_PAGE = Math.min(200000, Math.max(1,
   Math.floor(Number(query.get("history_page"))) || 50000));
+// Batches per request (the server's default page, at most its 50,000).
+const BATCH_PAGE = Math.min(50000, Math.max(1,
+  Math.floor(Number(query.get("batch_page"))) || 10000));
 
 class AuthNeeded extends Error {}
 
@@ -390,7 +393,7 @@ function studyPage(id) {
 
   // Completed trials in completion order, and the batches in index order: only the rows not
   // seen yet are fetched (and the batches from the first still open on, which may change).
-  // The history comes in pages (HISTORY_PAGE rows): a first load reads them all before drawing.
+  // The history and the batches come in pages: a first load reads them all before drawing.
   const history = {t: [], value: [], elapsed: [], noiseless: null, optimum: null};
   const historyPage = () => json(
     `${base}/history?offset=${history.t.length}&limit=${HISTORY_PAGE}`);
@@ -403,14 +406,19 @@ function studyPage(id) {
     history.optimum = more.optimum;
     return more.t.length > 0 && more.next_offset != null;  // (null, or a server without it)
   };
+  const batchPages = async (after) => {  // every page of the batches after ``after``
+    const page = await json(`${base}/batches?after=${after}&limit=${BATCH_PAGE}`);
+    const rest = page.next_after == null || !page.batches.length ? []
+      : await batchPages(page.next_after);
+    return page.batches.concat(rest);
+  };
   let b = [];
   const refreshPlots = async () => {
     const open = b.findIndex((r) => r.closed_at === null);
     const keep = open < 0 ? b.length : open;
     const after = keep ? b[keep - 1].index : -1;
-    const [more, batches] = await Promise.all([
-      historyPage(), json(`${base}/batches?after=${after}`)]);
-    b = b.slice(0, keep).concat(batches.batches);
+    const [more, batches] = await Promise.all([historyPage(), batchPages(after)]);
+    b = b.slice(0, keep).concat(batches);
     for (let next = appendHistory(more); next;) next = appendHistory(await historyPage());
     draw();
   };
