@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 import httpx2
 import pydantic
 
+from service.api.schemas import error_field
+
 __all__ = ["APIError", "AuthenticationError", "BBKBError", "ConflictError", "InvalidArgument",
            "NotFoundError", "ServerUnavailable", "ValidationError", "error_from_response",
            "validated"]
@@ -90,8 +92,7 @@ def invalid_argument(error: pydantic.ValidationError) -> InvalidArgument:
     given = first.get("input")
     if not isinstance(given, dict | list | pydantic.BaseModel):
         message += f"; got {given!r:.80}"
-    field = ".".join(str(part) for part in first["loc"])
-    return InvalidArgument(message, field or None)
+    return InvalidArgument(message, error_field(first))
 
 
 class ServerUnavailable(BBKBError):

@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from .api.numbers import JsonFloat, NotBlank
+from .api.numbers import JsonBool, JsonFloat, NotBlank, PlainText
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,7 +54,7 @@ class StoredParameter(BaseModel):
     type: Literal["float", "int", "categorical"] = "float"
     low: JsonFloat | None = None
     high: JsonFloat | None = None
-    log: bool = False
+    log: JsonBool = False
     choices: list[str | int | float] | None = Field(default=None, max_length=1000)
 
     @model_validator(mode="after")
@@ -101,9 +101,9 @@ def _choice(value: Any) -> Any:
     return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
-#: Parameter names are checked as study names are (schemas.Name): no control characters, not
-#: blank.
-ParameterName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f]+$"),
+#: Parameter names are checked as study names are (schemas.Name): no control or invisible
+#: characters (TEXT_PATTERN), not blank.
+ParameterName = Annotated[str, Field(min_length=1, max_length=100), *PlainText,
                           NotBlank]
 #: low and high: the bound is checked by StoredParameter._check (its message names both);
 #: published in the OpenAPI schema too.

@@ -298,15 +298,19 @@ def release_queued(session: Session, runtime: StudyRuntime, study: Study, *,
 
 
 def import_observations(session: Session, runtime: StudyRuntime,
-                        observations: list[tuple[int, float]], now: datetime) -> int:
-    """Warm start: existing (candidate, value) pairs become completed, imported trials."""
+                        observations: list[tuple[int, float]], now: datetime,
+                        lines: list[int] | None = None) -> int:
+    """Warm start: existing (candidate, value) pairs become completed, imported trials. Errors
+    name an observation by its index, or by its line in an uploaded CSV (``lines``)."""
     n_arms = len(runtime.candidates)
     for i, (arm, value) in enumerate(observations):
+        where, field = ((f"observation {i}", f"observations.{i}.") if lines is None else
+                        (f"CSV line {lines[i]}", f"body.line{lines[i]}."))
         if not 0 <= arm < n_arms:
-            raise Invalid(f"observation {i}: candidate {arm} outside 0..{n_arms - 1}",
-                          field=f"observations.{i}.candidate")
+            raise Invalid(f"{where}: candidate {arm} outside 0..{n_arms - 1}",
+                          field=field + "candidate")
         if (problem := value_problem(value)) is not None:
-            raise Invalid(f"observation {i}: {problem}", field=f"observations.{i}.value")
+            raise Invalid(f"{where}: {problem}", field=field + "value")
     rows: list[dict[str, Any]] = []
     for arm, value in observations:
         s = runtime.strategy.observe(arm, runtime.sign * value)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, Path, Query, Request
+from fastapi import Depends, Path, Query, Request, Security
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
@@ -72,13 +73,19 @@ def validated(validate: Callable[[Any], Any], data: Any, offset: int | None = No
             for e in exc.errors(include_url=False)]) from exc
 
 
+#: The Bearer scheme, declared for the OpenAPI schema (/docs' Authorize button, generated
+#: clients); the header itself is read as sent, so that a 401 can say what is wrong with it.
+BEARER = HTTPBearer(auto_error=False, description="An API key (`bbkb keys create --owner NAME`); "
+                    "not needed with BBKB_AUTH=none.")
+
+
 async def get_owner(request: Request,
-                    authorization: Annotated[str | None, Header()] = None) -> int:
+                    _: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]) -> int:
     """The caller's owner id; the database is read in the thread pool, never on the loop."""
     state = request.app.state
     if state.settings.auth == "none" and state.local_owner is not None:
         return state.local_owner
-    return await run_in_threadpool(_owner, request, authorization)
+    return await run_in_threadpool(_owner, request, request.headers.get("authorization"))
 
 
 def _owner(request: Request, authorization: str | None) -> int:

@@ -12,10 +12,11 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from ..engine import EngineError
 from ..errors import ServiceError
-from .schemas import ErrorBody
+from .schemas import ErrorBody, error_field
 
 log = logging.getLogger("bbkb.api")
 
@@ -23,20 +24,34 @@ log = logging.getLogger("bbkb.api")
 #: (FastAPI's default 422 schema is not what :func:`install` sends).
 RESPONSES: dict[int | str, dict] = {
     status: {"model": ErrorBody, "description": text} for status, text in (
-        (400, "the body is not valid JSON"),
-        (401, "no valid API key (BBKB_AUTH=keys)"),
+        (401, "no valid API key (BBKB_AUTH=keys); with the header WWW-Authenticate: Bearer"),
+        (403, "a write (POST, PUT, DELETE) sent from a web page of another origin (its Origin "
+              "header) to a server without API keys (BBKB_AUTH=none)"),
         (404, "no such study or trial (or another owner's)"),
         (409, "the request conflicts with the state: a different value for a completed trial, "
               "a paused study, candidates not uploaded yet, ..."),
         (413, "the body is larger than the server accepts"),
-        (422, "invalid input: `field` names it"),
+        (422, "invalid input, malformed JSON or CSV included: `field` names it"),
         (503, "the database is busy or unreachable: retry after Retry-After seconds"))}
 
 
 def error_response(status: int, detail: str, field: str | None,
                    headers: dict | None = None) -> JSONResponse:
-    """The one shape of every error answer (also the middlewares', before a route runs)."""
+    """The one shape of every error answer (also the middlewares', before a route runs); a 401
+    names its scheme (RFC 9110 11.6.1)."""
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JSONResponse({"detail": detail, "field": field}, status_code=status, headers=headers)
+
+
+def malformed_json(exc: BaseException) -> str:
+    """Why a body is not JSON that can be read, as every route says it (FastAPI's own parsing
+    and the routes that read their body themselves)."""
+    if isinstance(exc, RecursionError):
+        return "malformed JSON: nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"malformed JSON: not UTF-8 ({exc.reason} at byte {exc.start})"
+    return f"malformed JSON: {exc}"  # e.g. an integer of over 4300 digits
 
 
 def install(app: FastAPI) -> None:
@@ -59,15 +74,17 @@ def install(app: FastAPI) -> None:
         if where == ("body",) and kind in ("model_attributes_type", "dict_type", "missing"):
             return error_response(422, "the body must be a JSON object, sent with Content-Type: "
                                   "application/json", "body")
-        loc = [str(p) for p in where if p not in ("body", "query", "path")]
         message = str(first.get("msg")).removeprefix("Value error, ")  # our validators' own
-        return error_response(422, message, ".".join(loc) or None)
+        return error_response(422, message, error_field(first, ("body", "query", "path")))
 
     @app.exception_handler(HTTPException)
-    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
-        if isinstance(exc.__cause__, RecursionError):  # FastAPI's 400 "error parsing the body"
-            return error_response(422, "malformed JSON: nested too deeply", "body")
-        return error_response(exc.status_code, str(exc.detail), None, getattr(exc, "headers", None))
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI's "error parsing
+            return error_response(422, malformed_json(exc.__cause__), "body")  # the body"
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # Starlette names the methods of the first route only
+            headers = {**(headers or {}), "Allow": ", ".join(_allowed(request))}
+        return error_response(exc.status_code, str(exc.detail), None, headers)
 
     @app.exception_handler(OperationalError)
     async def _database(request: Request, exc: OperationalError) -> JSONResponse:
@@ -98,3 +115,10 @@ def install(app: FastAPI) -> None:
         # it cannot resend as "may have reached the server")
         return error_response(500, "internal error (logged on the server)", None,
                               {"Connection": "close"})
+
+
+def _allowed(request: Request) -> list[str]:
+    """The methods some route at the request's path serves."""
+    return [method for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+            if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
+                   for route in request.app.router.routes)]

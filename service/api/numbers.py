@@ -1,4 +1,4 @@
-"""JSON numbers and names for the request models (pydantic only, as the schemas).
+"""JSON numbers, booleans and names for the request models (pydantic only, as the schemas).
 
 Pydantic's lax mode turns the string ``"2"`` and ``true`` into the number 2: a candidate
 matrix of strings or booleans, or ``"count": "2"``, was accepted. These types take JSON numbers
@@ -10,9 +10,17 @@ refuses numpy's integers.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field
+
+#: A name or worker id: no control characters (C0, DEL, C1), no line or paragraph separators, and
+#: none of the invisible characters that make two names look alike or reorder the text around
+#: them (zero-width space, byte-order mark, bidirectional marks, embeddings, overrides and
+#: isolates; the joiners U+200C and U+200D, which some scripts need, are allowed).
+_HIDDEN = r"\x00-\x1f\x7f-\x9f\u200b\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff"
+TEXT_PATTERN = rf"^[^{_HIDDEN}]+$"
 
 
 def is_boolean(value: Any) -> bool:
@@ -27,6 +35,13 @@ def _number(value: Any) -> Any:
     return value
 
 
+def _plain(text: str) -> str:
+    if hidden := re.search(f"[{_HIDDEN}]", text):
+        raise ValueError(f"must not contain control or invisible characters (U+"
+                         f"{ord(hidden.group()):04X} at {hidden.start()})")
+    return text
+
+
 def _not_blank(text: str) -> str:
     if not text.strip():
         raise ValueError("must not be blank (only spaces)")
@@ -34,7 +49,11 @@ def _not_blank(text: str) -> str:
 
 
 JsonFloat = Annotated[float, Field(strict=True)]
+#: A JSON boolean (lax mode also took "yes", "on" and 1).
+JsonBool = Annotated[bool, Field(strict=True)]
 JsonInt = Annotated[int, BeforeValidator(_number)]
 #: A single number given from Python (a result's value): a numpy boolean is refused too.
 Number = BeforeValidator(_number)
 NotBlank = AfterValidator(_not_blank)
+#: A name or worker id: checked against TEXT_PATTERN (published as the schema's pattern).
+PlainText = (Field(json_schema_extra={"pattern": TEXT_PATTERN}), AfterValidator(_plain))

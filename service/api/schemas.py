@@ -5,18 +5,30 @@ Only pydantic is imported here, so the SDK can use these models without numpy or
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from ..searchspace import Parameter
-from .numbers import JsonFloat, JsonInt, NotBlank, Number
+from .numbers import JsonBool, JsonFloat, JsonInt, NotBlank, Number, PlainText
 
-Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$"),
-                NotBlank]
-WorkerId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
+Name = Annotated[str, Field(min_length=1, max_length=200), *PlainText, NotBlank]
+#: A study's name, in Unicode's composed form (NFC): "é" typed as one character or as "e" and a
+#: combining accent is the same name, found by the same ``name=``.
+StudyName = Annotated[Name, AfterValidator(partial(unicodedata.normalize, "NFC"))]
+WorkerId = Annotated[str, Field(min_length=1, max_length=200), *PlainText]
 #: An evaluation's result: a JSON number (not a bool or a string) within +-VALUE_LIMIT (the
 #: engine's MAX_MAGNITUDE). The limit is checked where a value is used (service/trials.py: its
 #: 422 names the row of a bulk upload) and published here, in the OpenAPI schema.
@@ -33,6 +45,23 @@ NCandidates = Annotated[int, Field(ge=1, le=10_000_000), *JsonInt.__metadata__]
 #: The longest failure reason a trial keeps (characters).
 REASON_LIMIT = 10_000
 TrialStatus = Literal["pending", "running", "completed", "failed", "abandoned"]
+
+
+class FieldError(ValueError):
+    """A model validator's error about one of the model's fields, which its 422 (and the SDK's
+    InvalidArgument) names: pydantic locates a model validator's errors at the model."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def error_field(error: Mapping[str, Any], skip: tuple[str, ...] = ()) -> str | None:
+    """The dotted location of one of pydantic's errors (without the parts in ``skip``), with a
+    :class:`FieldError`'s field; None for the whole input."""
+    loc = [str(p) for p in error.get("loc", ()) if p not in skip]
+    field = getattr((error.get("ctx") or {}).get("error"), "field", None)
+    return ".".join(loc + ([field] if field else [])) or None
 
 
 #: The trial fields of an SDK record, in order (``trial_id`` as in the server's CSV export).
@@ -69,7 +98,7 @@ class StudyCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Name
+    name: StudyName
     direction: Literal["maximize", "minimize"] = "maximize"
     engine: dict[str, Any] = Field(default_factory=dict)
     candidates: list[list[Feature]] | None = Field(
@@ -78,7 +107,7 @@ class StudyCreate(BaseModel):
         default=None, description="Column names of an inline or uploaded matrix.")
     search_space: list[Parameter] | None = Field(default=None, min_length=1, max_length=200)
     n_candidates: NCandidates | None = None
-    upload: bool = Field(default=False, description="Candidates follow as a .npy upload.")
+    upload: JsonBool = Field(default=False, description="Candidates follow as a .npy upload.")
     objective: Annotated[str, Field(max_length=300)] | None = None
     max_attempts: JsonInt = Field(default=3, ge=1, le=100)
     lease_seconds: JsonFloat = Field(default=300.0, ge=0.1, le=7 * 86400, allow_inf_nan=False,
@@ -122,14 +151,17 @@ class StudyCreate(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> StudyCreate:
-        sources = [self.candidates is not None, self.search_space is not None, self.upload]
-        if sum(sources) != 1:
-            raise ValueError("give exactly one of candidates, search_space or upload=true")
+        given = [name for name, used in (("candidates", self.candidates is not None),
+                                         ("search_space", self.search_space is not None),
+                                         ("upload", self.upload)) if used]
+        if len(given) != 1:  # named: the one too many, or where the matrix would go
+            raise FieldError("give exactly one of candidates, search_space or upload=true",
+                             given[-1] if given else "candidates")
         if self.n_candidates is not None and self.search_space is None:
-            raise ValueError("n_candidates goes with a search_space (that many are sampled); "
-                             "inline or uploaded candidates are all used")
+            raise FieldError("n_candidates goes with a search_space (that many are sampled); "
+                             "inline or uploaded candidates are all used", "n_candidates")
         if self.search_space is not None and self.n_candidates is None:
-            raise ValueError("a search space needs n_candidates")
+            raise FieldError("a search space needs n_candidates", "n_candidates")
         return self
 
 
@@ -209,9 +241,9 @@ class FailRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: Annotated[str, Field(max_length=REASON_LIMIT)] = ""
-    retryable: bool = True
+    retryable: JsonBool = True
     worker_id: WorkerId | None = None
-    release: bool = Field(default=False, description=(
+    release: JsonBool = Field(default=False, description=(
         "The evaluation was never tried (the worker could not run the objective): back to the "
         "pool without counting the attempt. retryable is then ignored."))
 
@@ -253,7 +285,7 @@ class ResultRow(BaseModel):
     trial_id: JsonInt = Field(ge=1, le=2**62)
     value: ResultValue | None = None
     error: Annotated[str, Field(max_length=REASON_LIMIT)] | None = None
-    retryable: bool = True
+    retryable: JsonBool = True
 
     @model_validator(mode="after")
     def _one_outcome(self) -> ResultRow:
@@ -268,6 +300,10 @@ class ResultsRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     results: list[ResultRow] = Field(min_length=1, max_length=100_000)
+
+
+class ImportSummary(BaseModel):
+    imported: int = Field(description="observations imported, each a completed trial")
 
 
 class ResultsSummary(BaseModel):
@@ -382,7 +418,7 @@ class DispatchComplete(BaseModel):
     trial_id: JsonInt = Field(ge=1, le=2**62)  # as the paths' TrialId (SQL BIGINT)
     value: ResultValue
     worker_id: WorkerId
-    next: bool = True
+    next: JsonBool = True
 
 
 class DispatchCompleted(BaseModel):

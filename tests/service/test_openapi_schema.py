@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from service.api.numbers import TEXT_PATTERN
 from service.api.schemas import VALUE_LIMIT
 from service.searchspace import BOUND
 
@@ -74,7 +75,7 @@ def test_a_parameter_publishes_its_keys_and_bounds(spec):
     assert parameter["additionalProperties"] is False
     assert set(parameter["properties"]) == {"name", "type", "low", "high", "log", "choices"}
     name = parameter["properties"]["name"]
-    assert (name["minLength"], name["maxLength"], name["pattern"]) == (1, 100, r"^[^\x00-\x1f]+$")
+    assert (name["minLength"], name["maxLength"], name["pattern"]) == (1, 100, TEXT_PATTERN)
     for bound in ("low", "high"):
         assert parameter["properties"][bound]["anyOf"][0] == {
             "type": "number", "minimum": -BOUND, "maximum": BOUND}

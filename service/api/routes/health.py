@@ -19,10 +19,12 @@ READY_DEADLINE_SECONDS = 5.0
 
 @router.get("/healthz")
 def get_health() -> dict[str, str]:
+    """Alive: the process answers (HEAD too, for probes that send it)."""
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses={503: {
+    "description": "not ready: {status: unavailable, detail: why}"}})
 async def get_ready(request: Request) -> JSONResponse:
     """Ready when the database answers ``SELECT 1`` within :data:`READY_DEADLINE_SECONDS`, in
     a read-only session (on SQLite a WAL snapshot: a writer holding the database's lock, as an
@@ -46,3 +48,7 @@ def _select(app: FastAPI) -> None:
 
 def _unavailable(detail: str) -> JSONResponse:
     return JSONResponse({"status": "unavailable", "detail": detail}, status_code=503)
+
+
+for _path, _probe in (("/healthz", get_health), ("/readyz", get_ready)):  # probes that send HEAD
+    router.add_api_route(_path, _probe, methods=["HEAD"], include_in_schema=False)

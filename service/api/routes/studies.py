@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -25,6 +27,8 @@ from ..deps import (
     read_body,
     validated,
 )
+from ..errors import malformed_json
+from ..numbers import TEXT_PATTERN
 from ..schemas import StudyCreate, StudyList, StudyPublic
 
 router = APIRouter(prefix="/v1/studies", tags=["studies"])
@@ -105,13 +109,8 @@ def _json_object(raw: bytes) -> dict:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise Invalid(f"malformed JSON at character {exc.pos}: {exc.msg}", field="body") from exc
-    except RecursionError as exc:
-        raise Invalid("malformed JSON: nested too deeply", field="body") from exc
-    except UnicodeDecodeError as exc:
-        raise Invalid(f"malformed JSON: not UTF-8 ({exc.reason} at byte {exc.start})",
-                      field="body") from exc
-    except ValueError as exc:  # e.g. an integer of over 4300 digits
-        raise Invalid(f"malformed JSON: {exc}", field="body") from exc
+    except (RecursionError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise Invalid(malformed_json(exc), field="body") from exc
     if not isinstance(data, dict):
         raise not_an_object
     return data
@@ -167,10 +166,13 @@ def list_studies(owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep
                  after: AfterId = 0, limit: PageSize = 100, name: str | None = None) -> StudyList:
     """The caller's studies with id > ``after`` in id order, at most ``limit`` (and
     ``BBKB_PAGE_LIMIT``; keyset pagination: follow ``next_after``), or only the one called
-    ``name`` (none for a name no study can have: the database is not asked about a control
-    character, which PostgreSQL's text cannot hold when it is NUL, a 500 before)."""
-    if name is not None and any(ord(c) < 0x20 for c in name):
-        return StudyList(studies=[], next_after=None)
+    ``name`` (in its composed form, as names are stored; none for a name no study can have:
+    the database is not asked about a control character, which PostgreSQL's text cannot hold
+    when it is NUL, a 500 before)."""
+    if name is not None:
+        if not re.fullmatch(TEXT_PATTERN, name):
+            return StudyList(studies=[], next_after=None)
+        name = unicodedata.normalize("NFC", name)
     limit = min(limit, settings.page_limit)
     page = queries.studies_of(session, owner, after=after, limit=limit, name=name)
     return StudyList(studies=[studies.study_public(session, s, studies.ParameterDecoder(session, s))
@@ -209,7 +211,7 @@ def deleted_name(name: str, study_id: int) -> str:
     return name[: 200 - len(suffix)] + suffix
 
 
-@router.delete("/{study_id}", status_code=204)
+@router.delete("/{study_id}", status_code=204, response_class=Response)
 def delete_study(study_id: StudyId, owner: OwnerDep, session: SessionDep,
                  runtimes: RuntimesDep) -> None:
     study = owned(session, study_id, owner, lock=True)

@@ -36,6 +36,7 @@ from ..deps import (
     read_body,
     validated,
 )
+from ..numbers import TEXT_PATTERN
 from ..responses import json_answer
 from ..schemas import (
     TRIAL_COLUMNS,
@@ -43,6 +44,7 @@ from ..schemas import (
     FailRequest,
     HeartbeatRequest,
     ImportRequest,
+    ImportSummary,
     Observation,
     ResultRow,
     ResultsRequest,
@@ -137,24 +139,24 @@ def _inlined(schema: dict) -> dict:
     "application/json": {"schema": _inlined(ImportRequest.model_json_schema())}},
     "required": True}})
 async def import_observations(study_id: StudyId, request: Request, owner: OwnerDep,
-                              runtimes: RuntimesDep, settings: SettingsDep) -> dict[str, int]:
+                              runtimes: RuntimesDep, settings: SettingsDep) -> ImportSummary:
     """Warm start: existing (candidate, value) results enter the study as imported trials.
     The body is read here and validated in the thread pool, not on the event loop."""
     await run_in_threadpool(check_owned, request, study_id, owner)  # before the body
     raw = await read_body(request, settings.max_json_bytes)
-    return {"imported": await run_in_threadpool(
-        _import, runtimes, study_id, owner, parse_observations_json, raw)}
+    return ImportSummary(imported=await run_in_threadpool(
+        _import, runtimes, study_id, owner, parse_observations_json, raw))
 
 
 @router.post("/observations.csv", openapi_extra={"requestBody": {"content": {
     "text/csv": {"schema": {"type": "string"}}}, "required": True}})
 async def import_observations_csv(study_id: StudyId, request: Request, owner: OwnerDep,
-                                  runtimes: RuntimesDep, settings: SettingsDep) -> dict[str, int]:
+                                  runtimes: RuntimesDep, settings: SettingsDep) -> ImportSummary:
     """Warm start from a spreadsheet: a CSV with a header holding ``candidate`` and ``value``."""
     await run_in_threadpool(check_owned, request, study_id, owner)  # before the body
     raw = await read_body(request, settings.max_json_bytes)
-    return {"imported": await run_in_threadpool(
-        _import, runtimes, study_id, owner, parse_observations_csv, raw)}
+    return ImportSummary(imported=await run_in_threadpool(
+        _import, runtimes, study_id, owner, parse_observations_csv, raw))
 
 
 @router.post("/results", response_model=ResultsSummary, openapi_extra={"requestBody": {
@@ -241,17 +243,19 @@ def parse_results_csv(raw: bytes) -> tuple[list[trials.Result], int]:
         out.append(trials.Result(trial_id, value, line=line))
     if len(out) > _MAX_RESULTS:
         raise Invalid(f"at most {_MAX_RESULTS} results per upload", field="body")
-    if not out:
-        raise Invalid("CSV has no row with a value", field="body")
-    return out, skipped
+    return out, skipped  # none (a sheet not filled in yet): nothing recorded, the rows skipped
 
 
 def _import(runtimes: Runtimes, study_id: int, owner: int,
-            parse: Callable[[bytes], list[tuple[int, float]]], raw: bytes) -> int:
+            parse: Callable[[bytes], Observations], raw: bytes) -> int:
     """Parse the body and import its pairs (both CPU work: called in the thread pool)."""
-    pairs = parse(raw)
-    return runtimes.mutate(study_id, owner,
-                           lambda s, r, _: trials.import_observations(s, r, pairs, utcnow()))
+    pairs, lines = parse(raw)
+    return runtimes.mutate(study_id, owner, lambda s, r, _: trials.import_observations(
+        s, r, pairs, utcnow(), lines=lines))
+
+
+#: Parsed observations: (candidate, value) pairs, and the CSV lines they came from (None: JSON).
+Observations = tuple[list[tuple[int, float]], list[int] | None]
 
 
 #: Rows per pydantic call. Pydantic holds the GIL while it validates: one call over 3 x 10^5 rows
@@ -261,7 +265,7 @@ _ROWS = TypeAdapter(list[Observation])
 _MAX_ROWS = ImportRequest.model_json_schema()["properties"]["observations"]["maxItems"]
 
 
-def parse_observations_json(raw: bytes) -> list[tuple[int, float]]:
+def parse_observations_json(raw: bytes) -> Observations:
     """An :class:`ImportRequest` body: the envelope, then the rows chunk by chunk."""
     try:
         data = from_json(raw)
@@ -276,19 +280,21 @@ def parse_observations_json(raw: bytes) -> list[tuple[int, float]]:
     for start in range(0, len(rows), CHUNK_ROWS):
         chunk = validated(_ROWS.validate_python, rows[start : start + CHUNK_ROWS], start)
         pairs += [(o.candidate, o.value) for o in chunk]
-    return pairs
+    return pairs, None
 
 
-def parse_observations_csv(raw: bytes) -> list[tuple[int, float]]:
-    pairs = []
+def parse_observations_csv(raw: bytes) -> Observations:
+    """``candidate`` and ``value`` of every row, with the rows' lines (which errors name)."""
+    pairs, lines = [], []
     for line, row in _csv_records(raw, ("candidate", "value")):
         try:
             pairs.append((_csv_int(row["candidate"]), float(row["value"])))
         except ValueError as exc:
             raise Invalid(f"CSV line {line}: {exc}", field=f"body.line{line}") from exc
+        lines.append(line)
     if not pairs:
         raise Invalid("CSV has no rows", field="body")
-    return pairs
+    return pairs, lines
 
 
 #: An id in a CSV cell: ASCII digits (int() also reads "1_0" as 10 and other scripts' digits).
@@ -296,9 +302,12 @@ _CSV_INT = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 
 def _csv_int(text: str) -> int:
+    """An id of a CSV cell, within the ids the database holds (as the JSON routes' 2^62)."""
     if not _CSV_INT.fullmatch(text):
         raise ValueError(f"invalid integer: {text!r}")
-    return int(text)
+    if abs(number := int(text)) > 2**62:
+        raise ValueError(f"integer out of range (at most 2^62): {text.strip()!r:.40}")
+    return number
 
 
 def _csv_records(raw: bytes, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
@@ -336,7 +345,7 @@ def list_trials(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep, set
                     description="asc: oldest first (t ascending); desc: newest first")] = "asc",
                 status: TrialStatus | None = None,
                 worker_id: Annotated[str | None, Query(min_length=1, max_length=200,
-                                                     pattern=r"^[^\x00-\x1f]+$")] = None,
+                                                     pattern=TEXT_PATTERN)] = None,
                 batch: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
                 kind: Literal["suggested", "imported"] | None = None) -> TrialPage:
     """Trials in t order (``order=asc``, the default) or newest first (``order=desc``), a page
@@ -388,7 +397,8 @@ def export_trials(study_id: StudyId, owner: OwnerDep, request: Request,
 
 
 def _iso(moment: datetime | None) -> str:
-    return "" if moment is None else moment.isoformat()
+    """A time as the JSON answers write it (UTC as "Z")."""
+    return "" if moment is None else moment.isoformat().replace("+00:00", "Z")
 
 
 def _csv_rows(request: Request, study_id: StudyId, names: list[str],
@@ -405,7 +415,7 @@ def _csv_rows(request: Request, study_id: StudyId, names: list[str],
                 writer.writerow([t.id, t.t, t.candidate, t.batch, t.kind, t.status,
                                  "" if t.value is None else repr(t.value), t.attempt,
                                  spreadsheet_text(t.worker_id or ""),
-                                 _iso(t.lease_expires_at), t.created_at.isoformat(),
+                                 _iso(t.lease_expires_at), _iso(t.created_at),
                                  _iso(t.completed_at), spreadsheet_text(t.error or "")]
                                 + [spreadsheet_text(params.get(n, "")) for n in names])
         yield buffer.getvalue()
