@@ -51,25 +51,26 @@ def test_replot_merges_saved_runs_into_the_summary_and_the_figure(tmp_path: Path
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def _interval(ratios: list[float]) -> tuple[float, float, float]:
-    """benchmarks/hyperparameters.py's figure interval of ``ratios``, in a fresh process (the
-    script pins BLAS threads before numpy loads)."""
+def _intervals(*samples: list[float]) -> list[tuple[float, float, float]]:
+    """benchmarks/hyperparameters.py's figure interval of each list of ratios, in one fresh
+    process (the script pins BLAS threads before numpy loads)."""
     code = ("import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/..']; "
             "import hyperparameters as b; "
-            "print(json.dumps(b._log_axis_interval([{'ratio_T': r} for r in "
-            "json.loads(sys.argv[2])])))")
-    done = subprocess.run([sys.executable, "-c", code, str(SCRIPT.parent), json.dumps(ratios)],
+            "print(json.dumps([b._log_axis_interval([{'ratio_T': r} for r in ratios]) "
+            "for ratios in json.loads(sys.argv[2])]))")
+    done = subprocess.run([sys.executable, "-c", code, str(SCRIPT.parent), json.dumps(samples)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    return tuple(json.loads(done.stdout))
+    return [tuple(interval) for interval in json.loads(done.stdout)]
 
 
 def test_the_figure_interval_never_reaches_below_the_smallest_run() -> None:
+    heavy, even, one = _intervals([0.01, 0.01, 1.0], [0.4, 0.5, 0.6, 0.5, 0.4, 0.6], [0.3])
     # heavy-tailed ratios on 3 seeds: the Student-t interval, 0.34 -/+ 1.42, reaches below zero,
     # which a log axis cannot draw; the bar stops at the smallest run instead
-    mean, low, high = _interval([0.01, 0.01, 1.0])
+    mean, low, high = heavy
     assert mean == pytest.approx(0.34) and low == 0.01 and high > 1.0
     # where the Student-t end is above the smallest run, the interval is symmetric
-    mean, low, high = _interval([0.4, 0.5, 0.6, 0.5, 0.4, 0.6])
+    mean, low, high = even
     assert 0.4 < low < mean and high - mean == pytest.approx(mean - low)
-    assert _interval([0.3]) == (0.3, 0.3, 0.3)  # one run: no interval
+    assert one == (0.3, 0.3, 0.3)  # one run: no interval

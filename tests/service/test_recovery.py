@@ -81,7 +81,7 @@ def test_two_server_processes_on_postgres_hand_out_what_one_would(
         pg_database_url, postgres_server, tmp_path, server_factory):
     from tests.conftest import _fresh_pg_database
 
-    with app_client(_fresh_pg_database(postgres_server), tmp_path) as client:
+    with _fresh_pg_database(postgres_server) as url, app_client(url, tmp_path) as client:
         def one(path: str, body: dict) -> dict:
             return client.post(path, json=body).json()
         ref_sid = one("/v1/studies", STUDY)["id"]

@@ -71,9 +71,9 @@ def test_a_body_that_cannot_be_read_is_a_422_on_every_route(client, body, reason
     sid = create_study(client)["id"]
     trial = client.post(f"/v1/studies/{sid}/suggestions",
                         json={"worker_id": "w", "count": 1}).json()["trials"][0]
-    for path in (f"/v1/studies/{sid}/suggestions", f"/v1/studies/{sid}/trials/{trial['id']}/complete",
-                 f"/v1/studies/{sid}/trials/{trial['id']}/heartbeat", "/v1/studies",
-                 f"/v1/studies/{sid}/results", f"/v1/studies/{sid}/observations"):
+    study, trial = f"/v1/studies/{sid}", f"/v1/studies/{sid}/trials/{trial['id']}"
+    for path in (f"{study}/suggestions", f"{trial}/complete", f"{trial}/heartbeat",
+                 "/v1/studies", f"{study}/results", f"{study}/observations"):
         response = client.post(path, content=body, headers={"content-type": "application/json"})
         assert response.status_code == 422, (path, response.text)
         assert response.json()["field"] == "body", path
