@@ -66,7 +66,7 @@ class Client:
     database (``BBKB_DATABASE_BUSY_SECONDS``, 30), which it answers with a retryable 503: a
     shorter one gave up on requests the server then carried out.
     Requests that are not idempotent on the server (creating a study, importing observations,
-    failing a trial) are retried only when they surely did not reach it.
+    failing a trial without a ``worker_id``) are retried only when they surely did not reach it.
 
     ``http`` injects the underlying ``httpx2.Client`` (e.g. a ``fastapi.testclient.TestClient``);
     its ``base_url`` is used when ``url`` is None, and it is left open by :meth:`close`.
