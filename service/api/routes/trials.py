@@ -4,18 +4,19 @@ warm-start import."""
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import re
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import numpy as np
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 from pydantic_core import from_json
 
 from ... import studies, trials
@@ -36,6 +37,7 @@ from ..deps import (
     read_body,
     validated,
 )
+from ..errors import malformed_json
 from ..numbers import TEXT_PATTERN
 from ..responses import json_answer
 from ..schemas import (
@@ -58,6 +60,8 @@ from ..schemas import (
     spreadsheet_text,
 )
 from .studies import check_owned, owned
+
+M = TypeVar("M", bound=BaseModel)
 
 router = APIRouter(prefix="/v1/studies/{study_id}", tags=["trials"])
 
@@ -203,27 +207,10 @@ def _results(runtimes: Runtimes, study_id: int, owner: int,
     return json_answer(ResultsSummary(**counts, skipped=skipped))
 
 
-_RESULT_ROWS = TypeAdapter(list[ResultRow])
-_MAX_RESULTS = ResultsRequest.model_json_schema()["properties"]["results"]["maxItems"]
-
-
 def parse_results_json(raw: bytes) -> tuple[list[trials.Result], int]:
-    """A :class:`ResultsRequest` body, validated chunk by chunk (as the observations are)."""
-    try:
-        data = from_json(raw)
-    except ValueError as exc:
-        raise Invalid(f"malformed JSON: {exc}", field="body") from exc
-    rows = data.get("results") if isinstance(data, dict) else None
-    validated(ResultsRequest.model_validate,
-               {**data, "results": rows[:1]} if isinstance(rows, list) else data)
-    if len(rows) > _MAX_RESULTS:
-        raise Invalid(f"at most {_MAX_RESULTS} results per upload", field="results")
-    out: list[trials.Result] = []
-    for start in range(0, len(rows), CHUNK_ROWS):
-        chunk = validated(_RESULT_ROWS.validate_python, rows[start : start + CHUNK_ROWS],
-                           start, "results")
-        out += [trials.Result(r.trial_id, r.value, r.error, r.retryable) for r in chunk]
-    return out, 0
+    """A :class:`ResultsRequest` body."""
+    rows = _json_rows(raw, ResultsRequest, "results", ResultRow)
+    return [trials.Result(r.trial_id, r.value, r.error, r.retryable) for r in rows], 0
 
 
 def parse_results_csv(raw: bytes) -> tuple[list[trials.Result], int]:
@@ -241,8 +228,8 @@ def parse_results_csv(raw: bytes) -> tuple[list[trials.Result], int]:
         if not math.isfinite(value):
             raise Invalid(f"CSV line {line}: value must be finite", field=f"body.line{line}")
         out.append(trials.Result(trial_id, value, line=line))
-    if len(out) > _MAX_RESULTS:
-        raise Invalid(f"at most {_MAX_RESULTS} results per upload", field="body")
+    if len(out) > (limit := _max_rows(ResultsRequest, "results")):
+        raise Invalid(f"at most {limit} results per upload", field="body")
     return out, skipped  # none (a sheet not filled in yet): nothing recorded, the rows skipped
 
 
@@ -261,26 +248,42 @@ Observations = tuple[list[tuple[int, float]], list[int] | None]
 #: Rows per pydantic call. Pydantic holds the GIL while it validates: one call over 3 x 10^5 rows
 #: stalled the event loop's thread for ~2 s; a chunk takes a few ms.
 CHUNK_ROWS = 10_000
-_ROWS = TypeAdapter(list[Observation])
-_MAX_ROWS = ImportRequest.model_json_schema()["properties"]["observations"]["maxItems"]
 
 
-def parse_observations_json(raw: bytes) -> Observations:
-    """An :class:`ImportRequest` body: the envelope, then the rows chunk by chunk."""
+def _json_rows(raw: bytes, envelope: type[BaseModel], key: str, row: type[M]) -> list[M]:
+    """The rows under ``key`` of a JSON body shaped as ``envelope``: the envelope validated on
+    its first row (an empty or non-list body included), then the rows chunk by chunk, their
+    errors located in the whole list."""
     try:
         data = from_json(raw)
     except ValueError as exc:
-        raise Invalid(f"malformed JSON: {exc}", field="body") from exc
-    rows = data.get("observations") if isinstance(data, dict) else None
-    validated(ImportRequest.model_validate,  # the envelope (and an empty or non-list body)
-               {**data, "observations": rows[:1]} if isinstance(rows, list) else data)
-    if len(rows) > _MAX_ROWS:
-        raise Invalid(f"at most {_MAX_ROWS} observations per import", field="observations")
-    pairs: list[tuple[int, float]] = []
+        raise Invalid(malformed_json(exc), field="body") from exc
+    rows = data.get(key) if isinstance(data, dict) else None
+    validated(envelope.model_validate,
+              {**data, key: rows[:1]} if isinstance(rows, list) else data)
+    if len(rows) > (limit := _max_rows(envelope, key)):
+        raise Invalid(f"at most {limit} {key} per upload", field=key)
+    adapter = _adapter(row)
+    out: list[M] = []
     for start in range(0, len(rows), CHUNK_ROWS):
-        chunk = validated(_ROWS.validate_python, rows[start : start + CHUNK_ROWS], start)
-        pairs += [(o.candidate, o.value) for o in chunk]
-    return pairs, None
+        out += validated(adapter.validate_python, rows[start : start + CHUNK_ROWS], start, key)
+    return out
+
+
+@functools.cache
+def _adapter(row: type[M]) -> TypeAdapter[list[M]]:
+    return TypeAdapter(list[row])  # type: ignore[valid-type]
+
+
+@functools.cache
+def _max_rows(envelope: type[BaseModel], key: str) -> int:
+    return envelope.model_json_schema()["properties"][key]["maxItems"]
+
+
+def parse_observations_json(raw: bytes) -> Observations:
+    """An :class:`ImportRequest` body."""
+    rows = _json_rows(raw, ImportRequest, "observations", Observation)
+    return [(o.candidate, o.value) for o in rows], None
 
 
 def parse_observations_csv(raw: bytes) -> Observations:
