@@ -73,7 +73,8 @@ def ask(session: Session, runtime: StudyRuntime, study: Study, *, worker_id: str
             raise Invalid(str(exc), field=exc.field) from None
     if len(out) < count:
         asked.waiting = runtime.strategy.waiting or (
-            None if runtime.strategy.exhausted else
+            f"{len(out)} of {count} trials: every candidate has now been proposed (a "
+            "deterministic study proposes each once)" if runtime.strategy.exhausted else
             f"{len(out)} of {count} trials within an ask's {ASK_SECONDS:g} s; ask again for more")
     return asked
 

@@ -223,8 +223,8 @@ class SuggestRequest(BaseModel):
 class Suggestions(BaseModel):
     trials: list[TrialPublic]
     waiting: str | None = Field(default=None, description=(
-        "Why fewer trials than asked: a sync batch waits for results, or the ask used its "
-        "time (then ask again)."))
+        "Why fewer trials than asked: a sync batch waits for results, the ask used its "
+        "time (then ask again), or a deterministic study has proposed every candidate."))
     retry_after: float | None = None
 
 

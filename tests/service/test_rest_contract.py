@@ -196,3 +196,14 @@ def test_delete_answers_204_without_a_body_and_the_export_writes_times_as_json_d
     response = client.delete(f"/v1/studies/{sid}")
     assert response.status_code == 204 and response.content == b""
     assert "content-type" not in response.headers
+
+
+def test_a_short_answer_says_why_when_every_candidate_is_proposed(client):
+    sid = create_study(client, candidates=[[float(i)] for i in range(5)], engine={
+        "strategy": "uniform", "deterministic": True, "batch_size": 10})["id"]
+    answer = client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "w", "count": 10})
+    assert answer.status_code == 200 and len(answer.json()["trials"]) == 5
+    assert answer.json()["waiting"] == ("5 of 10 trials: every candidate has now been proposed "
+                                        "(a deterministic study proposes each once)")
+    again = client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "v", "count": 1})
+    assert again.status_code == 422 and again.json()["field"] == "candidates"
