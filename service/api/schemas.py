@@ -96,7 +96,11 @@ class StudyCreate(BaseModel):
     ...; an unknown key is a 422 that lists them).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"name": "first", "n_candidates": 4096,
+         "engine": {"strategy": "bbkb", "mode": "async"},
+         "search_space": [{"name": "lr", "low": 1e-4, "high": 0.1, "log": True},
+                          {"name": "layers", "type": "int", "low": 1, "high": 4}]}]})
 
     name: StudyName
     direction: Literal["maximize", "minimize"] = "maximize"
@@ -214,7 +218,8 @@ class StudyList(BaseModel):
 
 
 class SuggestRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"worker_id": "rig-1", "count": 2}]})
 
     worker_id: WorkerId
     count: JsonInt = Field(default=1, ge=1, le=10_000)
@@ -229,7 +234,8 @@ class Suggestions(BaseModel):
 
 
 class CompleteRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"value": 0.93}]})
 
     value: ResultValue
     worker_id: WorkerId | None = Field(default=None, description=(
@@ -238,7 +244,8 @@ class CompleteRequest(BaseModel):
 
 
 class FailRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"reason": "the instrument timed out", "retryable": True}]})
 
     reason: Annotated[str, Field(max_length=REASON_LIMIT)] = ""
     retryable: JsonBool = True
@@ -271,7 +278,9 @@ class Observation(BaseModel):
 
 
 class ImportRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"observations": [{"candidate": 17, "value": 0.41},
+                                  {"candidate": 3, "value": 0.77}]}]})
 
     observations: list[Observation] = Field(min_length=1, max_length=1_000_000)
 
@@ -297,7 +306,9 @@ class ResultRow(BaseModel):
 
 
 class ResultsRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"results": [{"trial_id": 1, "value": 0.93},
+                              {"trial_id": 2, "error": "sample spoiled", "retryable": False}]}]})
 
     results: list[ResultRow] = Field(min_length=1, max_length=100_000)
 

@@ -207,3 +207,39 @@ def test_a_short_answer_says_why_when_every_candidate_is_proposed(client):
                                         "(a deterministic study proposes each once)")
     again = client.post(f"/v1/studies/{sid}/suggestions", json={"worker_id": "v", "count": 1})
     assert again.status_code == 422 and again.json()["field"] == "candidates"
+
+
+def test_the_schemas_examples_are_requests_the_server_takes(client):
+    """/docs' "Try it out" starts from these: each one runs as it stands, in a flow."""
+    spec = client.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+
+    def example(schema: dict) -> dict:
+        (only,) = schema["examples"]
+        return only
+
+    def body(path: str) -> dict:
+        return example(spec["paths"][f"/v1/studies/{{study_id}}/{path}"]["post"][
+            "requestBody"]["content"]["application/json"]["schema"])
+
+    studies = []
+    for _ in range(2):
+        created = client.post("/v1/studies", json=example(schemas["StudyCreate"]) | {
+            "name": f"example-{len(studies)}"})
+        assert created.status_code == 201, created.text
+        studies.append(f"/v1/studies/{created.json()['id']}")
+    first, second = studies
+    # the first study's trials are 1 and 2, which the bulk example names
+    asked = client.post(f"{first}/suggestions", json=example(schemas["SuggestRequest"]))
+    assert [t["id"] for t in asked.json()["trials"]] == [1, 2]
+    bulk = client.post(f"{first}/results", json=body("results"))
+    assert bulk.json() == {"completed": 1, "failed": 1, "unchanged": 0, "skipped": 0}
+    assert client.post(f"{second}/observations", json=body("observations")).json() == {
+        "imported": 2}
+    trials = [t["id"] for t in client.post(f"{second}/suggestions", json=example(
+        schemas["SuggestRequest"])).json()["trials"]]
+    done = client.post(f"{second}/trials/{trials[0]}/complete",
+                       json=example(schemas["CompleteRequest"]))
+    assert done.status_code == 200 and done.json()["value"] == 0.93
+    failed = client.post(f"{second}/trials/{trials[1]}/fail", json=example(schemas["FailRequest"]))
+    assert failed.status_code == 200 and failed.json()["status"] == "pending", failed.text
