@@ -81,7 +81,6 @@ from literature import make_problem as literature_problem
 from quick import apply_quick
 from tqdm import tqdm
 
-import service.engine.strategy as strategy_module
 from service.engine import Strategy, autokernel
 from service.engine.hyperparameters import Hyperparameters, Prior, bic_penalty, fit
 from service.engine.normalize import choose_scaling
@@ -211,7 +210,7 @@ class FitClock:
     def __init__(self) -> None:
         self.seconds = 0.0
         for name in ("fit", "smoothest_factor"):
-            setattr(strategy_module, name, self._timed(getattr(strategy_module, name)))
+            setattr(autokernel, name, self._timed(getattr(autokernel, name)))
 
     def _timed(self, function: Any) -> Any:
         def timed(*args: Any, **kwargs: Any) -> Any:

@@ -81,9 +81,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 from large_ask import problem  # noqa: E402
 
-from service.engine import Strategy  # noqa: E402
+from service.engine import Strategy, autokernel  # noqa: E402
 from service.engine import hyperparameters as hyper  # noqa: E402
-from service.engine import strategy as strategy_module  # noqa: E402
 
 
 def scaling_row(candidates: int, dim: int, T: int, seed: int) -> list[str]:
@@ -110,14 +109,14 @@ def captured_fits(problems: list[str], T: int, seeds: int) -> list[tuple[str, An
     import hyperparameters as bench  # benchmarks/hyperparameters.py
 
     calls: list[tuple[str, Any, Any, dict]] = []
-    fit, current = strategy_module.fit, [""]
+    fit, current = autokernel.fit, [""]
 
     def capture(X: np.ndarray, y: np.ndarray, **kwargs: Any) -> hyper.FitResult:
         calls.append((current[0], X.copy(), y.copy(),
                       kwargs | {"rng": kwargs["rng"].bit_generator.state}))
         return fit(X, y, **kwargs)
 
-    strategy_module.fit = capture  # type: ignore[assignment]
+    autokernel.fit = capture  # type: ignore[assignment]
     try:
         for name in problems:
             current[0] = name
@@ -126,7 +125,7 @@ def captured_fits(problems: list[str], T: int, seeds: int) -> list[tuple[str, An
                 s = Strategy(p.candidates, **(bench.PAPER | {"seed": seed}))
                 common.simulate(p, s, T, T, np.random.default_rng([seed, 12345]))
     finally:
-        strategy_module.fit = fit  # type: ignore[assignment]
+        autokernel.fit = fit  # type: ignore[assignment]
     return calls
 
 

@@ -19,14 +19,8 @@ from .errors import (
 )
 from .kernels import RBF, Kernel, Linear, Matern52, make_kernel
 from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Selection
-from .strategy import (
-    BatchInfo,
-    EngineState,
-    Strategy,
-    as_candidates,
-    check_dimension,
-    value_problem,
-)
+from .strategy import BatchInfo, EngineState, Strategy
+from .validation import as_candidates, check_dimension, value_problem
 
 __all__ = [
     "ABANDONED", "IMPORTED", "MODES", "OBSERVED", "PENDING", "RBF", "STOPPING_RULES",

@@ -1,7 +1,9 @@
 """The automatic kernel's rules: when a study refits (:func:`refit_due`), what a fit makes of
 the kernel (:func:`after_fit`, with the constants below and :func:`fitted_lam`) and the state
-each batch runs on (:class:`KernelState`, persisted with the batch). The fits are
-:mod:`.hyperparameters`'s, the start and floor :mod:`.spacing`'s."""
+each batch runs on (:class:`KernelState`, persisted with the batch); and a strategy's use of
+them over its candidates (:class:`KernelTuner`: the first batch's state, the kernel a state
+gives, the refit at a batch opening). The fits are :mod:`.hyperparameters`'s, the start and
+floor :mod:`.spacing`'s."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .config import EXACT_STRATEGIES, NO_KERNEL_STRATEGIES, EngineConfig
 from .errors import ConfigError
-from .hyperparameters import FitResult, Hyperparameters
+from .hyperparameters import FitResult, Hyperparameters, Prior, fit, smoothest_factor, subsample
+from .kernels import PARAMETER_RANGE, Kernel, make_kernel
+from .spacing import neighbour_lengthscale, rms_distance
 
 #: Refit schedule: at a batch opening once at least this many observations are folded in and
 #: their number has grown by REFIT_GROWTH since the last fit (about log(T / 10) / log 1.5 fits).
@@ -260,3 +265,128 @@ def after_fit(current: KernelState, result: FitResult, *, n_observed: int, scale
         return KernelState((floor,), lam, variance, noise, n_observed, "floor", SMOOTHING)
     return KernelState(lengthscale, fitted_lam(fitted, lam), variance, noise, n_observed, "fit",
                        SMOOTHING)
+
+
+#: Until a fit has been kept, and up to this many distinct observed arms, the sparse strategies
+#: fit by the exact likelihood: Titsias' bound with a dictionary drawn at the (often too long)
+#: start is far below the exact likelihood at shorter lengthscales, which a few
+#: atoms cannot express, so the refit never left the start (Levy-20: 6.3 to T = 1000 where
+#: GP-BUCB fits 1.7). Exact costs O(n^3) per evaluation, a few ms at this size.
+EXACT_FIT_ARMS = 300
+#: At most this many dictionary atoms are the inducing points of a sparse fit: a warm start of
+#: 10^5 replicated observations draws a dictionary of ~300 atoms at q-bar 8, and the fit on all
+#: of them took 15 s (the first ask's whole cost; resparsifying takes 0.1 s).
+FIT_INDUCING = 128
+
+
+class KernelTuner:
+    """A strategy's kernel hyper-parameters over its candidates: the state of its first batch
+    (:meth:`initial_state`), the kernel and view of the candidates a state gives
+    (:meth:`kernel_for`) and the refit at a batch opening (:meth:`refit`).
+
+    ``normalized``: ndarray of shape (A, d), the candidates as the kernel sees them (the
+    config's ``normalize``). The start and the floor are computed at their first use, once: a
+    restore installs its stored state and needs neither until it refits."""
+
+    def __init__(self, config: EngineConfig, normalized: np.ndarray) -> None:
+        self.config, self.normalized = config, normalized
+        #: whether the strategy refits its kernel (uniform has no model; GSSBO and GO-UCB fit
+        #: their own)
+        self.fits = (config.hyperparameters == "auto"
+                     and config.strategy not in NO_KERNEL_STRATEGIES)
+        # computed on first use (plain attributes: Python 3.11's functools.cached_property
+        # holds one lock for every instance, so studies would wait on each other's floor)
+        self._start: float | None = None
+        self._floor: float | None = None
+
+    def start_lengthscale(self) -> float:
+        """The automatic start and prior centre: :func:`rms_distance` of the normalised
+        candidates."""
+        if self._start is None:
+            self._start = rms_distance(self.normalized)
+        return self._start
+
+    def neighbour_floor(self) -> float:
+        """The floor of an isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed
+        once (O(200 A d): 1.9 s at A = 10^6, d = 50): for a new automatic strategy's start
+        (:data:`FLOOR_START_RATIO`); a restore, at its first isotropic fit."""
+        if self._floor is None:
+            self._floor = neighbour_lengthscale(self.normalized, NEIGHBOUR_CORRELATION,
+                                                self.config.kernel.name)
+        return self._floor
+
+    def initial_state(self) -> KernelState:
+        """The config's kernel ("fixed"), else the RMS-distance lengthscale ("auto"), or the
+        neighbour floor on sparse candidates (FLOOR_START_RATIO; ARD too: it starts with one
+        lengthscale, and its first fits, isotropic by BIC on 20 arms, meet the floor)."""
+        cfg = self.config
+        if cfg.hyperparameters == "fixed":
+            lengthscale = cfg.kernel.params().get("lengthscale", [])
+            return KernelState(tuple(np.atleast_1d(lengthscale).tolist()), cfg.lam,
+                               source="fixed")
+        start = self.start_lengthscale()
+        floor = self.neighbour_floor() if self.fits else 0.0
+        if floor > FLOOR_START_RATIO * start:
+            return KernelState((floor,), cfg.lam, source="floor")
+        return KernelState((start,), cfg.lam, source="start")
+
+    def kernel_for(self, state: KernelState) -> tuple[Kernel, np.ndarray]:
+        """The kernel and the engine's view of the candidates, ndarray of shape (A, d), for
+        ``state`` (ARD: columns rescaled by l_mean / l_j, kernel lengthscale l_mean = geometric
+        mean)."""
+        cfg = self.config
+        if cfg.hyperparameters != "auto":
+            return cfg.kernel, self.normalized
+        lengthscales = np.asarray(state.lengthscale)
+        common = float(np.clip(np.exp(np.mean(np.log(lengthscales))), *PARAMETER_RANGE))
+        kernel = make_kernel({**cfg.kernel.to_dict(), "lengthscale": common})
+        if len(lengthscales) > 1:
+            return kernel, np.ascontiguousarray(self.normalized * (common / lengthscales))
+        return kernel, self.normalized
+
+    def refit(self, current: KernelState, arms: np.ndarray, values: np.ndarray, *,
+              n_observed: int, scale: float, dictionary: np.ndarray,
+              rng: np.random.Generator) -> KernelState:
+        """The state after a refit by marginal likelihood on ``n_observed`` observations, and
+        what the fit makes of the kernel (:func:`after_fit`).
+
+        ``arms``: the distinct observed arms, ``values`` their mean values as the batch's model
+        sees them (divided by ``scale``), each of shape (n_arms,): UCB pulls its best arms many
+        times, and with the replicates the noise would be pinned at the observation noise and
+        the lengthscale shrunk until the arms' means are interpolated; one value per arm lets
+        the noise term absorb what no smooth function explains. Titsias' bound with the batch's
+        ``dictionary`` (at most FIT_INDUCING of its atoms, drawn from ``rng``; exact likelihood
+        for GP-UCB / GP-BUCB, and for the others before a kept fit on few arms,
+        EXACT_FIT_ARMS), from the last kept fit's values. After the first kept fit, a refit
+        moves the lengthscales by at most a factor REFIT_TRUST from the last start
+        (:attr:`KernelState.fitted_lengthscale`).
+        """
+        cfg = self.config
+        exact = (cfg.strategy in EXACT_STRATEGIES or len(dictionary) == 0
+                 or (current.variance is None and len(arms) <= EXACT_FIT_ARMS))
+        last = None  # the last kept fit, the start of this one, in this batch's model units
+        if current.variance is not None and current.noise is not None:
+            last = Hyperparameters(current.fitted_lengthscale, current.variance / scale**2,
+                                   current.noise / scale**2)
+        inducing = None  # the inducing points' inputs
+        if not exact:  # at most FIT_INDUCING atoms, a seeded subset: the bound costs O(n m^2)
+            atoms = dictionary if len(dictionary) <= FIT_INDUCING else np.sort(
+                rng.choice(dictionary, size=FIT_INDUCING, replace=False))
+            inducing = self.normalized[atoms]
+        prior = Prior(self.start_lengthscale())
+        # the fit and the interval of smoothest_factor on the same rows (exact: O(n^3))
+        points, values = subsample(self.normalized[arms], values, rng, 500 if exact else 2000)
+        ard = bool(cfg.ard) and ard_due(current, len(arms))
+        margin = ARD_MARGIN if cfg.ard == "auto" else 1.0
+        result = fit(points, values, prior=prior, rng=rng, kernel=cfg.kernel.name,
+                     ard=ard, ard_margin=margin,
+                     inducing=inducing, start=last, trust=None if last is None else REFIT_TRUST,
+                     restarts=2 if last is None else 0)
+        floor = self.neighbour_floor() if len(result.hyperparameters.lengthscale) == 1 else 0.0
+        state = after_fit(current, result, n_observed=n_observed, scale=scale, floor=floor,
+                          lam=cfg.lam, smoothest=lambda fitted: smoothest_factor(
+                              points, values, fitted, prior=prior, kernel=cfg.kernel.name,
+                              inducing=inducing))
+        retry = current.ard_retry_at if result.ard_gain is None else next_ard_try(  # (d = 1)
+            result.ard_gain, len(arms), points.shape[1], margin, rows=len(points))
+        return replace(state, ard_retry_at=retry)

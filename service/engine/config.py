@@ -39,6 +39,10 @@ _TUNABLE_KERNELS = ("rbf", "matern52")
 #: Strategies with models of their own (gssbo.py, goucb.py): their papers' widths (explore
 #: defaults to 1) and no kernel hyper-parameters of the engine.
 LITERATURE_STRATEGIES: tuple[str, ...] = ("gssbo", "go-ucb")
+#: Strategies on the exact GP posterior (exact.py): no dictionary, exact-likelihood fits.
+EXACT_STRATEGIES: tuple[str, ...] = ("gp-ucb", "gp-bucb")
+#: Strategies whose batches use none of the engine's kernel: no model, or their own.
+NO_KERNEL_STRATEGIES: tuple[str, ...] = ("uniform", *LITERATURE_STRATEGIES)
 #: Upper bounds that keep one ask's work finite: restarts of a fit (each a full L-BFGS run;
 #: 200 took 5.7 s per ask of GO-UCB) and GO-UCB's hidden units (Sigma is p x p, p = hidden
 #: (d + 2) + 1; goucb.MAX_NETWORK_SIZE bounds p itself).

@@ -10,7 +10,7 @@ below is written.
 
 - :func:`exact_log_likelihood`: log N(y | 0, K + noise I) (Rasmussen & Williams eq. 2.30) and its
   gradient (R&W eq. 5.9), O(n^3). Used by GP-UCB / GP-BUCB, by the others before a kept fit
-  on few arms (strategy.EXACT_FIT_ARMS) and by GSSBO (any kernel above).
+  on few arms (autokernel.EXACT_FIT_ARMS) and by GSSBO (any kernel above).
 - :func:`sparse_log_likelihood`: Titsias' (2009) variational lower bound
   log N(y | 0, Q + noise I) - tr(K - Q) / (2 noise), Q = K_nm K_mm^-1 K_mn, with the inducing
   points = the current Nystrom dictionary, O(n m^2). The first term alone is the DTC marginal

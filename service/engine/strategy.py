@@ -14,37 +14,34 @@ Randomness is drawn from counter-based streams ``default_rng([seed, stream, inde
 for a selection, b for a dictionary), so the state to persist is just the seed. Rebuilding from
 :class:`EngineState` recomputes the current batch's posterior from the records and replays its
 selections through the same code, hence proposes exactly what the live object would.
+
+This module is ask/tell and the batch lifecycle; beside it: the checks of candidates and values
+(:mod:`.validation`), the kernel's hyper-parameters (:class:`autokernel.KernelTuner`), and the
+models of GSSBO and GO-UCB (:mod:`.literature`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .autokernel import (
-    ARD_MARGIN,
-    FLOOR_START_RATIO,
-    NEIGHBOUR_CORRELATION,
-    REFIT_MIN_ARMS,
-    REFIT_TRUST,
-    KernelState,
-    after_fit,
-    ard_due,
-    next_ard_try,
-    refit_due,
-)
-from .config import LITERATURE_STRATEGIES, EngineConfig
+from .autokernel import REFIT_MIN_ARMS, KernelState, KernelTuner, refit_due
+from .config import EXACT_STRATEGIES, LITERATURE_STRATEGIES, NO_KERNEL_STRATEGIES, EngineConfig
 from .dictionary import resparsify, uncertainty_sampling, warm_start_dictionary
-from .errors import CandidateError, ExhaustedError, SelectionError
+from .errors import ExhaustedError, SelectionError
 from .exact import ExactPosterior
-from .goucb import GOUCBModel, check_network
-from .gssbo import GSSBOModel, GSSPosterior, ucb_beta
-from .hyperparameters import Hyperparameters, Prior, fit, smoothest_factor, subsample
-from .kernels import PARAMETER_RANGE, Kernel, check_lengthscales, make_kernel
+from .gssbo import GSSPosterior
+from .literature import (
+    literature_design,
+    literature_model,
+    literature_posterior,
+    literature_rule,
+    literature_width,
+)
 from .normalize import choose_scaling
 from .nystrom import NystromPosterior
 from .records import ABANDONED, IMPORTED, OBSERVED, PENDING, SUGGESTED, Records, Selection
@@ -58,28 +55,18 @@ from .rules import (
     UntilRepeatRule,
 )
 from .selectors import Design, EpsilonGreedy, LazyUCB, Selector, Thompson, Uniform
-from .spacing import neighbour_lengthscale, rms_distance
+from .validation import MAX_MAGNITUDE as MAX_MAGNITUDE  # re-exported (tests/client read it)
+from .validation import as_candidates, as_value, check_dimension
+from .validation import value_problem as value_problem  # re-exported
 
-STREAM_SELECT, STREAM_DICTIONARY, STREAM_DESIGN, STREAM_HYPER = 0, 1, 2, 3
-#: Largest |x| of a candidate coordinate or an observed value: beyond it the squares and sums
-#: of the kernel, the standardisation and the posterior overflow float64 (1e308).
-MAX_MAGNITUDE = 1e100
-_EXACT = ("gp-ucb", "gp-bucb")
-#: Until a fit has been kept, and up to this many distinct observed arms, the sparse strategies
-#: fit by the exact likelihood: Titsias' bound with a dictionary drawn at the (often too long)
-#: start is far below the exact likelihood at shorter lengthscales, which a few
-#: atoms cannot express, so the refit never left the start (Levy-20: 6.3 to T = 1000 where
-#: GP-BUCB fits 1.7). Exact costs O(n^3) per evaluation, a few ms at this size.
-EXACT_FIT_ARMS = 300
-#: At most this many dictionary atoms are the inducing points of a sparse fit: a warm start of
-#: 10^5 replicated observations draws a dictionary of ~300 atoms at q-bar 8, and the fit on all
-#: of them took 15 s (the first ask's whole cost; resparsifying takes 0.1 s).
-FIT_INDUCING = 128
-_NO_DICTIONARY = ("uniform",) + _EXACT + LITERATURE_STRATEGIES
-#: Strategies whose batches use none of the engine's kernel: no model, or their own
-_OWN_MODEL = ("uniform", *LITERATURE_STRATEGIES)
-STREAM_LITERATURE = 4
-STREAM_REDRAW = 5  # a batch's dictionary redrawn after a refit changed the kernel
+#: The random streams, default_rng([seed, stream, index]), and the index each is drawn at
+STREAM_SELECT = 0      # t: a selection's draw (selectors with ``draws``)
+STREAM_DICTIONARY = 1  # b: batch b's dictionary
+STREAM_DESIGN = 2      # 0: the initial design's uniform arms
+STREAM_HYPER = 3       # b + 1: the refit at batch b's opening
+STREAM_LITERATURE = 4  # b: GSSBO's / GO-UCB's fits for batch b
+STREAM_REDRAW = 5      # b: batch b's dictionary redrawn after a refit changed the kernel
+_NO_DICTIONARY = ("uniform", *EXACT_STRATEGIES, *LITERATURE_STRATEGIES)
 #: Values observed up to this many noise sd (xi) outside [0, 1] are still in it: on values
 #: rescaled to [0, 1] with N(0, 0.01^2) noise, shifting by the lowest noisy value put the prior
 #: mean ~2.5 xi under the function's minimum and trapped more Hartmann-6 runs at its local
@@ -122,62 +109,6 @@ class EngineState:
     hyperparameters: dict[str, Any] | None = None  # the batch's KernelState; None: initial
 
 
-def check_dimension(config: EngineConfig, dim: int) -> None:
-    """ConfigError if ``config`` cannot run on candidates of ``dim`` columns (a fixed
-    lengthscale per column, GO-UCB's network size, :func:`goucb.check_network`): checked when
-    the candidates arrive, not at an ask. Under hyperparameters "auto" the kernel's own
-    lengthscale is unused (a ``Kernel`` object always holds one), so it is not checked."""
-    if config.hyperparameters == "fixed":
-        check_lengthscales(config.kernel, dim)
-    if config.strategy == "go-ucb":
-        check_network(dim, config.goucb_hidden)
-
-
-def as_candidates(candidates: Any) -> np.ndarray:
-    """Validate the (A, d) candidate matrix and return it as C-contiguous float64."""
-    try:
-        X = np.ascontiguousarray(candidates, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise CandidateError(f"candidates must be a numeric matrix: {exc}",
-                             field="candidates") from exc
-    if X.ndim != 2:
-        raise CandidateError(f"candidates must be a 2-D matrix (A, d), got shape {X.shape}",
-                             field="candidates")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise CandidateError(f"candidate set is empty (shape {X.shape})", field="candidates")
-    bad = ~np.isfinite(X)
-    if bad.any():
-        row, col = np.argwhere(bad)[0]
-        raise CandidateError(f"candidates contain NaN or inf (first at row {row}, column {col})",
-                             field="candidates")
-    huge = np.abs(X) > MAX_MAGNITUDE
-    if huge.any():
-        row, col = np.argwhere(huge)[0]
-        raise CandidateError(f"candidates must lie within +-{MAX_MAGNITUDE:g} (first outside "
-                             f"at row {row}, column {col}: {float(X[row, col])!r})",
-                             field="candidates")
-    return X
-
-
-def value_problem(value: float) -> str | None:
-    """Why ``tell`` / ``observe`` refuse the number ``value`` (None: they take it)."""
-    if not math.isfinite(value):
-        return f"value must be finite, got {value!r}"
-    if abs(value) > MAX_MAGNITUDE:
-        return f"value must lie within +-{MAX_MAGNITUDE:g}, got {value!r}"
-    return None
-
-
-def _finite_value(value: Any) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError) as exc:
-        raise SelectionError(f"value must be a number, got {value!r}", field="value") from exc
-    if (problem := value_problem(out)) is not None:
-        raise SelectionError(problem, field="value")
-    return out
-
-
 def _resolve(config: EngineConfig | dict[str, Any] | None,
              overrides: dict[str, Any]) -> EngineConfig:
     """An :class:`EngineConfig` from one, a dict of its fields or None, with ``overrides``."""
@@ -208,8 +139,9 @@ class Strategy:
         self._exact: ExactPosterior | None = None
         self._normalized = choose_scaling(self.candidates, config.normalize).apply(
             self.candidates)
-        self._install_kernel(self._initial_kernel_state() if hyper is None else hyper)
-        self._literature = self._literature_model()
+        self._tuner = KernelTuner(config, self._normalized)
+        self._install_kernel(self._tuner.initial_state() if hyper is None else hyper)
+        self._literature = literature_model(config, self.candidates)
         self.batches: list[BatchInfo] = []
         self.replay_mismatches = 0
         #: ``deterministic``: the candidates proposed or imported so far (from the current batch's
@@ -320,7 +252,7 @@ class Strategy:
 
     def tell(self, t: int, value: float) -> None:
         """Record the observed value of selection t (any time, in any order; idempotent)."""
-        t, value = self._records.check(t), _finite_value(value)
+        t, value = self._records.check(t), as_value(value)
         status = self._records.status[t]
         if status == OBSERVED:
             if self._records.value[t] == value:
@@ -392,7 +324,7 @@ class Strategy:
                 or not 0 <= arm < self.n_arms:
             raise SelectionError(f"unknown candidate index {arm!r} (A = {self.n_arms})",
                                  field="candidate")
-        value = _finite_value(value)
+        value = as_value(value)
         if self._posterior is not None:
             var = float(self._posterior.variance_start[arm])
         else:
@@ -417,7 +349,7 @@ class Strategy:
         """The kernel hyper-parameters of the current batch (fixed inside a batch): the
         engine's kernel, GSSBO's own fit (:meth:`GSSPosterior.kernel_state`), or None where
         the batch uses no kernel (uniform, GO-UCB's network, GSSBO's initial design)."""
-        if self.config.strategy not in _OWN_MODEL:
+        if self.config.strategy not in NO_KERNEL_STRATEGIES:
             return self._hyper
         return self._posterior.kernel_state if isinstance(self._posterior, GSSPosterior) \
             else None
@@ -437,7 +369,7 @@ class Strategy:
         config = _resolve(config, {})
         stored = None  # the current batch's kernel: install, never refit (restarts stay exact)
         if state.batch >= 0 and state.hyperparameters is not None \
-                and config.strategy not in _OWN_MODEL:  # (those rebuild theirs)
+                and config.strategy not in NO_KERNEL_STRATEGIES:  # (those rebuild theirs)
             stored = KernelState.from_dict(state.hyperparameters)
         strategy = cls.__new__(cls)
         strategy._setup(config, candidates, stored)  # no initial state: it would be replaced
@@ -519,6 +451,12 @@ class Strategy:
         done = (folded >= 0) & (folded <= b)
         return ~((status == ABANDONED) & done), (status == OBSERVED) & done
 
+    def _batch_first_t(self, k: int) -> int:
+        """First record t of batch k <= the current batch (its start)."""
+        if k == self._batch:
+            return self._batch_start
+        return int(np.flatnonzero(self._records.batch == k)[0])
+
     def _counts(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Distinct arms, multiplicities and sums of values of the masked records."""
         n = len(mask)
@@ -599,7 +537,7 @@ class Strategy:
         run and never reach a fit (Abalone, explore = 0.1: 6 of 100 seeds, regret ratio
         0.32-0.43 against 0.12; benchmarks/hyperparameters.md).
         """
-        if not self._fits_kernel or self._hyper.fitted_at > 0 or start == 0:
+        if not self._tuner.fits or self._hyper.fitted_at > 0 or start == 0:
             return None
         arms = self._records.arm[:start]
         failed = np.unique(arms[~pulled])
@@ -658,7 +596,10 @@ class Strategy:
     def _build_posterior(self, pulled: np.ndarray, observed: np.ndarray) -> Any:
         cfg = self.config
         if cfg.strategy in LITERATURE_STRATEGIES:
-            return self._literature_posterior(pulled, observed)
+            assert self._literature is not None
+            return literature_posterior(self._literature, cfg, self.candidates, self._batch,
+                                        self._records, self._masks, self._batch_first_t,
+                                        lambda k: self._rng(STREAM_LITERATURE, k))
         offset, scale = self._values
         if self._exact is not None:
             n = len(pulled)
@@ -675,120 +616,7 @@ class Strategy:
                                 observed_counts=obs_counts, observed_sums=obs_sums,
                                 block_rows=cfg.block_rows, workspace=workspace)
 
-    # ------------------------------------------------------------------ hyper-parameters
-    def _initial_kernel_state(self) -> KernelState:
-        """The config's kernel ("fixed"), else the RMS-distance lengthscale ("auto"), or the
-        neighbour floor on sparse candidates (FLOOR_START_RATIO; ARD too: it starts with one
-        lengthscale, and its first fits, isotropic by BIC on 20 arms, meet the floor)."""
-        cfg = self.config
-        if cfg.hyperparameters == "fixed":
-            lengthscale = cfg.kernel.params().get("lengthscale", [])
-            return KernelState(tuple(np.atleast_1d(lengthscale).tolist()), cfg.lam,
-                               source="fixed")
-        start = self._prior_lengthscale()
-        floor = self._neighbour_lengthscale() if self._fits_kernel else 0.0
-        if floor > FLOOR_START_RATIO * start:
-            return KernelState((floor,), cfg.lam, source="floor")
-        return KernelState((start,), cfg.lam, source="start")
-
-    def _prior_lengthscale(self) -> float:
-        """The automatic start and prior centre: :func:`rms_distance` of the normalised
-        candidates."""
-        if not hasattr(self, "_start_lengthscale"):
-            self._start_lengthscale = rms_distance(self._normalized)
-        return self._start_lengthscale
-
-    def _install_kernel(self, state: KernelState) -> None:
-        """Kernel, lam and engine view of the candidates for ``state`` (ARD: columns rescaled
-        by l_mean / l_j, kernel lengthscale l_mean = geometric mean)."""
-        cfg, previous = self.config, getattr(self, "_hyper", None)
-        self._hyper, self._lam = state, state.lam
-        kernel: Kernel = cfg.kernel
-        self._X = self._normalized
-        if cfg.hyperparameters == "auto":
-            lengthscales = np.asarray(state.lengthscale)
-            common = float(np.clip(np.exp(np.mean(np.log(lengthscales))), *PARAMETER_RANGE))
-            kernel = make_kernel({**cfg.kernel.to_dict(), "lengthscale": common})
-            if len(lengthscales) > 1:
-                self._X = np.ascontiguousarray(self._normalized * (common / lengthscales))
-        self._kernel = kernel
-        changed = previous is None or (previous.lengthscale, previous.lam) != (
-            state.lengthscale, state.lam)
-        if cfg.strategy in _EXACT and (self._exact is None or changed):
-            self._exact = ExactPosterior(kernel, self._X, state.lam)
-
-    @property
-    def _fits_kernel(self) -> bool:
-        """Whether the strategy refits its kernel hyper-parameters (GSSBO and GO-UCB fit their
-        own models)."""
-        return self.config.hyperparameters == "auto" and self.config.strategy not in (
-            "uniform", *LITERATURE_STRATEGIES)
-
-    def _refit(self, b: int, start: int, dictionary: np.ndarray) -> KernelState:
-        """Batch b's hyper-parameters: refit by marginal likelihood when the schedule says so
-        (:func:`refit_due`), and what the fit makes of the kernel (:func:`after_fit`).
-
-        Titsias' bound with the new dictionary (exact likelihood for GP-UCB / GP-BUCB, and for
-        the others before a kept fit on few arms, EXACT_FIT_ARMS), from the last kept fit's
-        values, on the mean value of each distinct observed arm: UCB pulls its best arms many
-        times, and with the replicates the noise would be pinned at the observation noise and
-        the lengthscale shrunk until the arms' means are interpolated; one value per arm lets
-        the noise term absorb what no smooth function explains. After the first kept fit, a
-        refit moves the lengthscales by at most a factor REFIT_TRUST from the last start
-        (:attr:`KernelState.fitted_lengthscale`).
-        """
-        cfg, current = self.config, self._hyper
-        if not self._fits_kernel:
-            return current
-        observed = self._masks(start, b)[1]
-        n = int(np.count_nonzero(observed))
-        if not refit_due(current.fitted_at, n):
-            return current
-        arms, counts, sums = self._counts(observed)
-        if len(arms) < REFIT_MIN_ARMS:
-            return current
-        offset, scale = self._value_scaling(observed)  # the batch's, as the model sees them
-        values = (sums / counts - offset) / scale
-        exact = (cfg.strategy in _EXACT or len(dictionary) == 0
-                 or (current.variance is None and len(arms) <= EXACT_FIT_ARMS))
-        last = None  # the last kept fit, the start of this one, in this batch's model units
-        if current.variance is not None and current.noise is not None:
-            last = Hyperparameters(current.fitted_lengthscale, current.variance / scale**2,
-                                   current.noise / scale**2)
-        rng = self._rng(STREAM_HYPER, b + 1)
-        inducing = None  # the inducing points' inputs
-        if not exact:  # at most FIT_INDUCING atoms, a seeded subset: the bound costs O(n m^2)
-            atoms = dictionary if len(dictionary) <= FIT_INDUCING else np.sort(
-                rng.choice(dictionary, size=FIT_INDUCING, replace=False))
-            inducing = self._normalized[atoms]
-        prior = Prior(self._prior_lengthscale())
-        # the fit and the interval of smoothest_factor on the same rows (exact: O(n^3))
-        points, values = subsample(self._normalized[arms], values, rng, 500 if exact else 2000)
-        ard = bool(cfg.ard) and ard_due(current, len(arms))
-        margin = ARD_MARGIN if cfg.ard == "auto" else 1.0
-        result = fit(points, values, prior=prior, rng=rng, kernel=cfg.kernel.name,
-                     ard=ard, ard_margin=margin,
-                     inducing=inducing, start=last, trust=None if last is None else REFIT_TRUST,
-                     restarts=2 if last is None else 0)
-        floor = self._neighbour_lengthscale() if len(result.hyperparameters.lengthscale) == 1 \
-            else 0.0
-        state = after_fit(current, result, n_observed=n, scale=scale, floor=floor, lam=cfg.lam,
-                          smoothest=lambda fitted: smoothest_factor(
-                              points, values, fitted, prior=prior, kernel=cfg.kernel.name,
-                              inducing=inducing))
-        retry = current.ard_retry_at if result.ard_gain is None else next_ard_try(  # (d = 1)
-            result.ard_gain, len(arms), points.shape[1], margin, rows=len(points))
-        return replace(state, ard_retry_at=retry)
-
-    def _neighbour_lengthscale(self) -> float:
-        """The floor of an isotropic fit's kernel (:data:`NEIGHBOUR_CORRELATION`), computed
-        once (O(200 A d): 1.9 s at A = 10^6, d = 50): for a new automatic strategy's start
-        (:data:`FLOOR_START_RATIO`); a restore, at its first isotropic fit."""
-        if not hasattr(self, "_neighbour_floor"):
-            self._neighbour_floor = neighbour_lengthscale(
-                self._normalized, NEIGHBOUR_CORRELATION, self.config.kernel.name)
-        return self._neighbour_floor
-
+    # ---------------------------------------------------------- a batch's selector, rule, width
     def _components(self, b: int, start: int,
                     blocked: np.ndarray | None) -> tuple[Selector, StoppingRule]:
         cfg = self.config
@@ -808,8 +636,8 @@ class Strategy:
             "thompson": (Thompson(), FixedSizeRule(cfg.batch_size)),
             "epsilon-greedy": (EpsilonGreedy(cfg.epsilon), FixedSizeRule(cfg.batch_size)),
             "uniform": (Uniform(), FixedSizeRule(cfg.batch_size)),
-            "gssbo": (LazyUCB(), self._literature_rule()),
-            "go-ucb": (LazyUCB(), self._literature_rule()),
+            "gssbo": (LazyUCB(), literature_rule(cfg)),
+            "go-ucb": (LazyUCB(), literature_rule(cfg)),
         }
         return table[cfg.strategy]
 
@@ -817,7 +645,7 @@ class Strategy:
         """Uncertainty sampling for a minimum parallelism P (Alg. 3), else one uniform arm."""
         cfg = self.config
         if cfg.strategy in LITERATURE_STRATEGIES:
-            return self._literature_design()
+            return literature_design(cfg, self.n_arms, self._rng(STREAM_DESIGN, 0))
         design: list[int] = []
         if cfg.min_parallelism is not None:
             design = uncertainty_sampling(self._kernel, self._X, lam=self._lam,
@@ -829,7 +657,7 @@ class Strategy:
         """alpha = explore * C * beta, beta of BBKB Theorem 2 over the folded observations."""
         cfg = self.config
         if cfg.strategy in LITERATURE_STRATEGIES:
-            return self._literature_width(observed)
+            return literature_width(cfg, self._posterior, self.n_arms, observed)
         inflation = 1.0 if self._exact is not None else 3.0  # Lemma 2's factor 3 for Nystrom
         var = self._records.var_start[: len(observed)][observed]
         info_gain = float(np.sum(np.log1p(inflation * var)))
@@ -845,64 +673,34 @@ class Strategy:
                       "thompson": 0.1}.get(cfg.strategy, 1.0)
         return cfg.explore * multiplier * beta
 
-    # ------------------------------------------------------------------ GSSBO and GO-UCB
-    def _literature_model(self) -> GSSBOModel | GOUCBModel | None:
-        cfg = self.config
-        if cfg.strategy == "gssbo":
-            return GSSBOModel(self.candidates, initial=cfg.gssbo_initial, size=cfg.gssbo_buffer,
-                              selection=cfg.gssbo_selection,
-                              gradient_noise=cfg.gssbo_gradient_noise,
-                              restarts=cfg.fit_restarts, time_factor=cfg.gssbo_time_factor)
-        if cfg.strategy == "go-ucb":
-            return GOUCBModel(self.candidates, hidden=cfg.goucb_hidden, horizon=cfg.horizon,
-                              lam=cfg.goucb_lam, restarts=cfg.fit_restarts)
-        return None
+    # ------------------------------------------------------------------ hyper-parameters
+    def _install_kernel(self, state: KernelState) -> None:
+        """Run on ``state``: its lam, kernel and view of the candidates
+        (:meth:`KernelTuner.kernel_for`), and GP-UCB / GP-BUCB's exact posterior on them."""
+        previous = getattr(self, "_hyper", None)
+        self._hyper, self._lam = state, state.lam
+        self._kernel, self._X = self._tuner.kernel_for(state)
+        changed = previous is None or (previous.lengthscale, previous.lam) != (
+            state.lengthscale, state.lam)
+        if self.config.strategy in EXACT_STRATEGIES and (self._exact is None or changed):
+            self._exact = ExactPosterior(self._kernel, self._X, state.lam)
 
-    def _literature_posterior(self, pulled: np.ndarray, observed: np.ndarray) -> Any:
-        """Batch 0 (initial design / Phase I): the prior; then the strategy's own model."""
-        b, cfg, records = self._batch, self.config, self._records
-        if b == 0:
-            return ExactPosterior(cfg.kernel, self.candidates, cfg.lam)
-        if isinstance(self._literature, GOUCBModel):
-            return self._literature.posterior(b, records, self._masks, self._batch_first_t,
-                                              lambda k: self._rng(STREAM_LITERATURE, k))
-        n = len(pulled)
-        arms = records.arm[:n]
-        assert self._literature is not None
-        return self._literature.posterior(arms[observed], records.value[:n][observed],
-                                          arms[pulled & ~observed],
-                                          self._rng(STREAM_LITERATURE, b))
-
-    def _batch_first_t(self, k: int) -> int:
-        """First record t of batch k <= the current batch (its start)."""
-        if k == self._batch:
-            return self._batch_start
-        return int(np.flatnonzero(self._records.batch == k)[0])
-
-    def _literature_rule(self) -> StoppingRule:
-        """Neither paper batches: one point, a fixed size, or GP-BUCB's product rule."""
-        cfg = self.config
-        if cfg.batch_rule == "product":
-            return ProductRule(cfg.batch_threshold)
-        if cfg.batch_rule == "fixed":
-            return FixedSizeRule(cfg.batch_size)
-        return FixedSizeRule(1, "sequential")
-
-    def _literature_design(self) -> list[int]:
-        """n0 (GSSBO) or ceil(sqrt(T)) (GO-UCB Phase I) distinct uniform candidates."""
-        cfg = self.config
-        size = (cfg.gssbo_initial if cfg.strategy == "gssbo"
-                else math.ceil(math.sqrt(cfg.horizon)))
-        rng = self._rng(STREAM_DESIGN, 0)
-        return [int(a) for a in rng.choice(self.n_arms, size=min(size, self.n_arms),
-                                           replace=False)]
-
-    def _literature_width(self, observed: np.ndarray) -> float:
-        """GSSBO: Srinivas et al.'s beta_t for a finite set; GO-UCB: the constant goucb_beta."""
-        cfg, posterior = self.config, self._posterior
-        if not hasattr(posterior, "ucb_width"):  # batch 0: the design ignores the width
-            return 0.0
-        if cfg.strategy == "go-ucb":
-            return cfg.explore * posterior.ucb_width(cfg.goucb_beta)
-        beta = ucb_beta(self.n_arms, int(np.count_nonzero(observed)) + 1, cfg.delta)
-        return cfg.explore * posterior.ucb_width(beta)
+    def _refit(self, b: int, start: int, dictionary: np.ndarray) -> KernelState:
+        """Batch b's hyper-parameters: refit by marginal likelihood when the schedule says so
+        (:func:`refit_due`, and REFIT_MIN_ARMS distinct arms observed), on the mean value of
+        each distinct arm observed as of its opening, in the batch's units
+        (:meth:`_value_scaling`), by :meth:`KernelTuner.refit`."""
+        current = self._hyper
+        if not self._tuner.fits:
+            return current
+        observed = self._masks(start, b)[1]
+        n = int(np.count_nonzero(observed))
+        if not refit_due(current.fitted_at, n):
+            return current
+        arms, counts, sums = self._counts(observed)
+        if len(arms) < REFIT_MIN_ARMS:
+            return current
+        offset, scale = self._value_scaling(observed)  # the batch's, as the model sees them
+        return self._tuner.refit(current, arms, (sums / counts - offset) / scale, n_observed=n,
+                                 scale=scale, dictionary=dictionary,
+                                 rng=self._rng(STREAM_HYPER, b + 1))

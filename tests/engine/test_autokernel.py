@@ -166,7 +166,7 @@ def test_the_kernel_runs_on_the_kept_fits_lengthscale_times_smoothing(monkeypatc
     """Each kept fit sets the kernel to SMOOTHING x its lengthscales (ARD: each of them), the
     next fit starts from the fit's own values, not the smoothed ones, and moves them by at most
     a factor REFIT_TRUST."""
-    import service.engine.strategy as strategy_module
+    import service.engine.autokernel as autokernel_module
 
     calls: list[tuple[object, object]] = []
 
@@ -176,7 +176,7 @@ def test_the_kernel_runs_on_the_kept_fits_lengthscale_times_smoothing(monkeypatc
         calls.append((kwargs["start"], result))
         return result
 
-    monkeypatch.setattr(strategy_module, "fit", recording_fit)
+    monkeypatch.setattr(autokernel_module, "fit", recording_fit)
     X, f = smooth_problem(n=300, d=2, seed=4)
     strategy = Strategy(X, auto_config(ard=True))
     run(strategy, f, 250, np.random.default_rng(0))
@@ -207,7 +207,7 @@ def test_a_kept_fit_never_runs_the_kernel_below_the_neighbour_lengthscale(monkey
     stand-in for data with structure below the candidates' spacing): the isotropic kernel runs
     on the floor at which nearest neighbours correlate at NEIGHBOUR_CORRELATION, with the
     configured lam; ARD's on SMOOTHING x the fit, with the fit's lam."""
-    import service.engine.strategy as strategy_module
+    import service.engine.autokernel as autokernel_module
 
     kept: list[Hyperparameters] = []
 
@@ -219,9 +219,9 @@ def test_a_kept_fit_never_runs_the_kernel_below_the_neighbour_lengthscale(monkey
         kept.append(short)
         return replace(result, evidence=1e3, hyperparameters=short)
 
-    monkeypatch.setattr(strategy_module, "fit", short_fit)
+    monkeypatch.setattr(autokernel_module, "fit", short_fit)
     # the data reject any lengthscale longer than the fit's (the smoothest path: below)
-    monkeypatch.setattr(strategy_module, "smoothest_factor",
+    monkeypatch.setattr(autokernel_module, "smoothest_factor",
                         lambda X, y, fitted, **kwargs: 1.0)
     X, f = smooth_problem(n=300, d=3, seed=2)
     strategy = Strategy(X, auto_config(ard=ard, explore=1.0))
@@ -248,7 +248,7 @@ def test_a_kept_fit_below_the_floor_runs_on_the_smoothest_factor_the_data_allow(
     (source "fit", the fit's lam), and the next fit starts from the fit's own lengthscale,
     not from the kernel's over SMOOTHING; a restore after such a batch carries the factor
     (its next refit proposes the same arms as the live run's)."""
-    import service.engine.strategy as strategy_module
+    import service.engine.autokernel as autokernel_module
 
     kept: list[Hyperparameters] = []
     starts: list[Hyperparameters | None] = []
@@ -261,7 +261,7 @@ def test_a_kept_fit_below_the_floor_runs_on_the_smoothest_factor_the_data_allow(
         kept.append(short)
         return replace(result, evidence=1e3, hyperparameters=short)
 
-    monkeypatch.setattr(strategy_module, "fit", short_fit)
+    monkeypatch.setattr(autokernel_module, "fit", short_fit)
     X, f = smooth_problem(n=300, d=3, seed=2)
     config = auto_config(ard=False, explore=1.0)
     strategy = Strategy(X, config)
@@ -303,7 +303,7 @@ def test_an_unkept_fit_below_the_neighbour_lengthscale_moves_only_the_start(monk
     """Fits that BIC does not keep, with a lengthscale 1/10 of the real fit's (white noise on
     the candidates' spacing): before any kept fit the kernel leaves the start for the floor,
     at the configured lam, and stays there; once a fit has been kept, they change nothing."""
-    import service.engine.strategy as strategy_module
+    import service.engine.autokernel as autokernel_module
 
     calls: list[float] = []
 
@@ -315,7 +315,7 @@ def test_an_unkept_fit_below_the_neighbour_lengthscale_moves_only_the_start(monk
         short = replace(result.hyperparameters, lengthscale=(calls[-1],))
         return replace(result, evidence=-1e3, gain=None, hyperparameters=short)
 
-    monkeypatch.setattr(strategy_module, "fit", unkept_fit)
+    monkeypatch.setattr(autokernel_module, "fit", unkept_fit)
     X, f = smooth_problem(n=300, d=3, seed=2)
     strategy = Strategy(X, auto_config(explore=1.0))
     start = strategy.hyperparameters.lengthscale[0]
@@ -339,7 +339,7 @@ def test_an_unkept_fit_below_the_neighbour_lengthscale_moves_only_the_start(monk
 def test_a_restore_installs_the_stored_kernel_without_computing_the_start(monkeypatch):
     """A restore installs the current batch's stored hyper-parameters; the start, and the
     neighbour floor it needs (O(200 A d): 1.9 s at A = 10^6, d = 50), is never computed."""
-    import service.engine.strategy as strategy_module
+    import service.engine.autokernel as autokernel_module
 
     X, f = smooth_problem(n=300, d=3, seed=2)
     live = Strategy(X, auto_config())
@@ -350,7 +350,7 @@ def test_a_restore_installs_the_stored_kernel_without_computing_the_start(monkey
         calls.append(1)
         return neighbour_lengthscale(*args, **kwargs)
 
-    monkeypatch.setattr(strategy_module, "neighbour_lengthscale", counted)
+    monkeypatch.setattr(autokernel_module, "neighbour_lengthscale", counted)
     restored = Strategy.restore(X, live.config, live.state())
     assert calls == [] and restored.hyperparameters == live.hyperparameters
     assert restored.hyperparameters.source in ("floor", "fit")  # not the start
@@ -516,7 +516,7 @@ def test_on_sparse_candidates_the_kernel_starts_on_the_floor_which_the_exact_fit
     likelihood (Titsias' bound with a dictionary drawn at 6.3 cannot express short
     lengthscales: BBKB's refits were rejected and it kept 6.3 to T = 1000, regret ratio 0.7
     against GP-BUCB's 0.18), and they put the lengthscale below the floor, where it stays."""
-    import service.engine.strategy as strategy_module
+    import service.engine.autokernel as autokernel_module
 
     calls: list[tuple[bool, float]] = []  # (exact likelihood, fitted lengthscale): a spy
 
@@ -525,7 +525,7 @@ def test_on_sparse_candidates_the_kernel_starts_on_the_floor_which_the_exact_fit
         calls.append((kwargs["inducing"] is None, result.hyperparameters.lengthscale[0]))
         return result
 
-    monkeypatch.setattr(strategy_module, "fit", spy)
+    monkeypatch.setattr(autokernel_module, "fit", spy)
     raw = function_problem("levy", dim=20, n_candidates=2000, noise_sd=0.01, seed=0)
     f = (raw.values - raw.values.min()) / np.ptp(raw.values)
     config = dict(strategy="bbkb", mode="sync", seed=0, explore=0.1, oversampling=2.0)
@@ -597,7 +597,7 @@ def test_a_refit_starts_from_the_last_kept_fit_in_its_own_value_units(monkeypatc
     """The stored variance and noise are in the values' units (the fit's, times its scale
     squared), and the next fit, on the scale of its own opening, starts from them divided by
     that scale squared: the last kept fit's model, whatever the values' range did since."""
-    import service.engine.strategy as strategy_module
+    import service.engine.autokernel as autokernel_module
 
     scalings: list[tuple[float, float]] = []
     calls: list[tuple[float, object, object]] = []
@@ -613,7 +613,7 @@ def test_a_refit_starts_from_the_last_kept_fit_in_its_own_value_units(monkeypatc
         return result
 
     monkeypatch.setattr(Strategy, "_value_scaling", recording_scaling)
-    monkeypatch.setattr(strategy_module, "fit", recording_fit)
+    monkeypatch.setattr(autokernel_module, "fit", recording_fit)
     X, f = smooth_problem(n=300, d=2, seed=4)
     strategy = Strategy(X, auto_config())
     run(strategy, 40.0 * f - 15.0, 250, np.random.default_rng(0))
@@ -735,7 +735,7 @@ def test_an_isotropic_kernel_retries_ard_once_its_gain_could_pass(monkeypatch):
     beat the threshold, and at the latest once the arms doubled (ARD_RETRY_GROWTH): UCB pulls
     the same arms refit after refit, and the rejected ARD fit was most of a refit's cost. The
     arm count of the next try is part of the stored state."""
-    import service.engine.strategy as strategy_module
+    import service.engine.autokernel as autokernel_module
 
     tries: list[tuple[bool, int, float | None]] = []  # (ARD tried, distinct arms, its gain)
 
@@ -744,7 +744,7 @@ def test_an_isotropic_kernel_retries_ard_once_its_gain_could_pass(monkeypatch):
         tries.append((kwargs["ard"], len(args[1]), result.ard_gain))
         return result
 
-    monkeypatch.setattr(strategy_module, "fit", recording_fit)
+    monkeypatch.setattr(autokernel_module, "fit", recording_fit)
     X, f = smooth_problem(n=400, d=3, seed=1)  # every input moves the values: isotropic
     strategy = Strategy(X, auto_config(ard=True, explore=1.0))  # new arms at every refit
     run(strategy, f, 1200, np.random.default_rng(0))
