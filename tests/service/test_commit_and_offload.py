@@ -180,7 +180,7 @@ def test_an_import_is_parsed_while_the_event_loop_answers(kind, tmp_path, monkey
 
 def test_json_import_errors_name_their_field(tmp_path, monkeypatch):
     monkeypatch.setattr(trial_routes, "CHUNK_ROWS", 4)  # rows are validated 4 at a time
-    monkeypatch.setattr(trial_routes, "_MAX_ROWS", 10)
+    monkeypatch.setattr(trial_routes, "_max_rows", lambda envelope, key: 10)  # at most 10
     with app_client(f"sqlite:///{tmp_path / 'e.db'}", tmp_path, max_json_bytes=10_000) as client:
         sid = create_study(client)["id"]
         url = f"/v1/studies/{sid}/observations"
