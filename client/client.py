@@ -185,9 +185,14 @@ class Client:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _delay(self, attempt: int, retry_after: str | None = None) -> float:
+        """The wait before retry ``attempt + 1``: the exponential backoff, at least the server's
+        ``Retry-After``. Its "retry after 1 s" is a floor, not the wait: a worker's retry budget
+        (workers.job.retry_policy) counts on the backoff, and 16 one-second waits made a
+        database outage of 17 s lose the results of the evaluations then in flight."""
+        backoff = float(min(self.backoff * 2**attempt, MAX_DELAY) * random.uniform(0.5, 1.0))
         if retry_after is not None and retry_after.replace(".", "", 1).isdigit():
-            return min(float(retry_after), MAX_DELAY)
-        return float(min(self.backoff * 2**attempt, MAX_DELAY) * random.uniform(0.5, 1.0))
+            return max(min(float(retry_after), MAX_DELAY), backoff)
+        return backoff
 
     def _unavailable(self, method: str, path: str, attempt: int, exc: Exception | None,
                      status: int | None = None) -> ServerUnavailable:

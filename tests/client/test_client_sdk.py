@@ -541,3 +541,28 @@ def test_httpx_client_is_injectable():
     with httpx2.Client(transport=httpx2.MockTransport(handler), base_url="http://x") as http:
         assert Client(http=http, api_key="bbkb_k").studies() == []
     assert seen == ["Bearer bbkb_k"]
+
+
+@pytest.mark.parametrize("retry_after", [None, "1", "0"])
+def test_a_workers_retries_last_its_budget_even_when_the_server_says_retry_after_1(
+        monkeypatch, retry_after):
+    """A database outage answers 503 with Retry-After: 1. The client waited exactly that, so
+    the 16 retries that workers.job.retry_policy sizes for 60 s on the backoff took 16 s: a
+    17 s outage lost the results of the evaluations then in flight."""
+    from workers.job import retry_policy
+
+    waits: list[float] = []
+    monkeypatch.setattr("client.client.time.sleep", waits.append)
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(503, json={"detail": "the database is busy", "field": None},
+                               headers={} if retry_after is None else {"Retry-After": retry_after})
+
+    retries, backoff = retry_policy(60.0)
+    with httpx2.Client(transport=httpx2.MockTransport(handler), base_url="http://x") as http:
+        client = Client(http=http, retries=retries, backoff=backoff)
+        with pytest.raises(ServerUnavailable, match=f"after {retries + 1} attempt"):
+            client.request("POST", "/v1/studies/1/trials/1/heartbeat", idempotent=True)
+    assert len(waits) == retries and sum(waits) >= 60.0
+    if retry_after == "1":
+        assert min(waits) >= 1.0  # and never shorter than the server asked
