@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, RedirectResponse
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException
 from threadpoolctl import threadpool_limits
@@ -41,7 +42,7 @@ def reap_expired_leases(app: FastAPI) -> int:
     now = utcnow()
     with transaction(app.state.read_sessions) as session:
         expired, stranded = queries.expired_leases(session, now), queries.stranded_queued(session)
-        expired = _heard_out(session, expired, (now - app.state.started_at).total_seconds())
+        expired = _heard_out(session, expired, (now - app.state.heard_since).total_seconds())
     reaped = _per_study(app, expired, "reap leases of",
                         lambda ids: lambda s, r, _: trials.reap(s, r, trial_ids=ids, now=now))
     released = _per_study(app, stranded, "release queued trials of",
@@ -53,14 +54,15 @@ def reap_expired_leases(app: FastAPI) -> int:
 
 
 def _heard_out(session: Session, expired: list[tuple[int, int]],
-               up_seconds: float) -> list[tuple[int, int]]:
-    """The expired leases of studies whose lease is no longer than this process has run. In
-    its first lease a process cannot tell a dead worker from one whose heartbeats found no
-    server (after an outage longer than a lease, the first pass took every trial still being
-    evaluated and handed it out again); processes that ran meanwhile reaped the dead ones."""
+               heard_seconds: float) -> list[tuple[int, int]]:
+    """The expired leases of studies whose lease is no longer than this process has heard
+    workers: since it started, or since its database last came back. Before that it cannot
+    tell a dead worker from one whose heartbeats found no server or no database (after an
+    outage longer than a lease, the first pass took every trial still being evaluated and
+    handed it out again); processes that ran meanwhile reaped the dead ones."""
     lease = {sid: float(session.get(Study, sid).spec["lease_seconds"])
              for sid in {sid for sid, _ in expired}}
-    return [(sid, tid) for sid, tid in expired if up_seconds >= lease[sid]]
+    return [(sid, tid) for sid, tid in expired if heard_seconds >= lease[sid]]
 
 
 def _per_study(app: FastAPI, rows: list[tuple[int, int]], what: str,
@@ -74,18 +76,42 @@ def _per_study(app: FastAPI, rows: list[tuple[int, int]], what: str,
             done += app.state.runtimes.mutate(study_id, None, change(ids))
         except ServiceError as exc:  # e.g. deleted since the listing
             log.info("could not %s study %d: %s", what, study_id, exc)
-        except Exception:  # noqa: BLE001 - one study's failure must not stop the others
+        except Exception as exc:  # noqa: BLE001 - one study's failure must not stop the others
+            if errors.database_unavailable(exc):  # nor can any other's: the pass failed
+                raise
             log.exception("could not %s study %d", what, study_id)
     return done
 
 
 def _reaper_loop(app: FastAPI, stop: threading.Event) -> None:
+    """A reaper pass every ``reaper_interval``. While the database is busy or unreachable the
+    workers' heartbeats fail as its passes do: once it answers again, the process hears them
+    for a lease before it reaps (as after its start), and the outage is logged in two lines,
+    not a traceback per pass."""
+    unavailable = False
     while not stop.wait(app.state.settings.reaper_interval):
         try:
+            if unavailable:  # back only once a write gets through (a heartbeat is a write):
+                with transaction(app.state.sessions) as session:  # a pass may write nothing
+                    session.execute(text("SELECT 1"))  # (on SQLite: BEGIN IMMEDIATE)
             if reaped := reap_expired_leases(app):
                 log.info("expired leases reaped", extra={"trials": reaped})
-        except Exception:  # noqa: BLE001 - the reaper must outlive a failed pass
-            log.exception("lease reaper pass failed")
+        except Exception as exc:  # noqa: BLE001 - the reaper must outlive a failed pass
+            if not errors.database_unavailable(exc):
+                log.exception("lease reaper pass failed")
+                continue
+            app.state.heard_since = utcnow()
+            if not unavailable:
+                unavailable = True
+                reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+                log.warning("the lease reaper finds the database unavailable: no lease is "
+                            "reaped until a lease after it answers again (%s)",
+                            reason[0] if reason else type(exc).__name__)
+            continue
+        if unavailable:
+            unavailable = False
+            app.state.heard_since = utcnow()
+            log.warning("the lease reaper finds the database available again")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -121,7 +147,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="bbkb-service", version="0.1.0", lifespan=lifespan,
                   description="Distributed asynchronous batch evaluation driven by BBKB.")
     app.state.settings = settings
-    app.state.started_at = utcnow()  # the reaper's first lease (_heard_out)
+    app.state.heard_since = utcnow()  # the reaper's first lease (_heard_out)
     app.state.sessions = session_factory(engine)
     app.state.read_sessions = session_factory(engine, read_only=True)
     app.state.metrics = Metrics()

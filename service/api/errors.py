@@ -44,6 +44,18 @@ def error_response(status: int, detail: str, field: str | None,
     return JSONResponse({"detail": detail, "field": field}, status_code=status, headers=headers)
 
 
+def database_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database is busy or unreachable (a retry later may work), not
+    that a statement is wrong."""
+    if isinstance(exc, PoolTimeout):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    text = str(exc.orig).lower()
+    return bool(exc.connection_invalidated or "locked" in text or "busy" in text
+                or type(exc.orig).__module__.startswith("psycopg"))
+
+
 def malformed_json(exc: BaseException) -> str:
     """Why a body is not JSON that can be read, as every route says it (FastAPI's own parsing
     and the routes that read their body themselves)."""
@@ -89,9 +101,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(OperationalError)
     async def _database(request: Request, exc: OperationalError) -> JSONResponse:
         """A busy or unreachable database: the transaction was rolled back, a retry is safe."""
-        text = str(exc.orig).lower()
-        if exc.connection_invalidated or "locked" in text or "busy" in text \
-                or type(exc.orig).__module__.startswith("psycopg"):
+        if database_unavailable(exc):
             log.warning("database unavailable on %s %s: %s", request.method, request.url.path,
                         exc.orig)
             return error_response(503, "the database is busy or unreachable: retry", None,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from datetime import timedelta
 
 from service.api.app import reap_expired_leases
 from service.auth import create_key
@@ -208,3 +210,38 @@ def test_a_server_hears_out_a_lease_before_reaping_it(database_url, tmp_path):
             pass
         assert reap_expired_leases(client.app) >= 1
         assert client.get(f"/v1/studies/{sid}/trials/{again['id']}").json()["status"] == "pending"
+
+
+def test_a_server_hears_out_a_lease_after_its_database_comes_back(tmp_path, caplog):
+    """The database down (here: SQLite's write lock held) for longer than a lease while the
+    server runs: the workers' heartbeats found no database, and the first pass after it came
+    back took every trial still being evaluated. Now the reaper hears the workers out for a
+    lease after the outage, as after a start, and says so in one line, not a traceback a pass."""
+    database = tmp_path / "db.sqlite"
+    with app_client(f"sqlite:///{database}", tmp_path, reaper_interval=0.1,
+                    database_busy_seconds=0.2) as client:
+        sid = create_study(client, lease_seconds=2.0, engine={
+            "strategy": "uniform", "mode": "async", "batch_size": 4, "seed": 0})["id"]
+        trials = client.post(f"/v1/studies/{sid}/suggestions",
+                             json={"worker_id": "w", "count": 2}).json()["trials"]
+        alive, dead = (f"/v1/studies/{sid}/trials/{t['id']}" for t in trials)
+        client.app.state.heard_since -= timedelta(hours=1)  # a server up for long
+        lock = sqlite3.connect(database, isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")  # no write gets through: no heartbeat, no reaping
+        time.sleep(3.0)  # longer than the lease: both leases ran out meanwhile
+        lock.execute("COMMIT")
+        lock.close()
+        back = time.monotonic()
+        while client.get(dead).json()["status"] == "running":  # reaped a lease later
+            assert client.post(f"{alive}/heartbeat", json={"worker_id": "w"}).status_code == 200
+            assert time.monotonic() - back < 20, "the dead worker's trial was never reaped"
+            time.sleep(0.3)
+        assert time.monotonic() - back >= 2.0  # not before a lease after the outage
+        assert client.get(dead).json()["status"] == "pending"
+        assert client.get(alive).json()["status"] == "running"  # heard: kept
+        assert client.get(alive).json()["attempt"] == 1
+    said = [r for r in caplog.records if r.name == "bbkb.server"]
+    assert [r.getMessage().split(":")[0] for r in said if "database" in r.getMessage()] == [
+        "the lease reaper finds the database unavailable",
+        "the lease reaper finds the database available again"]
+    assert not any(r.exc_info for r in said)

@@ -175,7 +175,7 @@ def test_deleting_a_study_with_leased_trials_does_not_stop_the_lease_reaper(data
         assert r.status_code == 200 and len(r.json()["trials"]) == 1
     assert client.delete(f"/v1/studies/{gone}").status_code == 204  # its worker still runs
     now = utcnow()
-    app.state.started_at = now - timedelta(hours=1)  # up for longer than a lease (_heard_out)
+    app.state.heard_since = now - timedelta(hours=1)  # heard for longer than a lease (_heard_out)
     with transaction(app.state.sessions) as session:  # both workers died: the leases ran out
         for sid, ago in ((gone, 120), (alive, 60)):
             session.execute(update(Trial).where(Trial.study_id == sid).values(
