@@ -42,6 +42,12 @@ PREFIX = "rq-"
 REPAIR_GRACE_SECONDS = 10.0
 #: RQ job statuses after which a job carries no trial any more.
 ENDED = ("finished", "failed", "stopped", "canceled")
+#: A job started this long ago whose trial has no lease yet lost its worker before the first
+#: heartbeat landed (a live worker's lands within its backoff, at most 10 s apart, or the
+#: worker fails the job when its retries run out): repaired. RQ would keep it "started" for
+#: an hour (job_timeout + 60). A live worker's late heartbeat then finds its trial renamed (a
+#: 409) and skips it before evaluating: nothing is evaluated twice.
+UNTAKEN_SECONDS = 60.0
 #: The dispatcher's Redis commands time out after this long (a pass then ends, the next
 #: retries), seconds.
 REDIS_SECONDS = 10.0
@@ -250,8 +256,9 @@ class Dispatcher:
 
     def repair(self, study_id: int) -> int:
         """Re-enqueue queued trials (running, no lease yet: no worker has taken their job) whose
-        job Redis no longer has (e.g. after a flush or a restart) or whose job ended without
-        taking the trial (its worker died before the first heartbeat). A trial a worker has
+        job Redis no longer has (e.g. after a flush or a restart), or whose job ended or was
+        started long ago without taking the trial (its worker died before its first heartbeat
+        landed: :data:`UNTAKEN_SECONDS`). A trial a worker has
         taken is left to its lease: its worker may still be evaluating it. Redis is asked after
         the database read, outside its transaction."""
         with transaction(self.read_sessions) as session:
@@ -267,19 +274,29 @@ class Dispatcher:
         for job in handed:
             self._enqueue(job)
         if handed:
-            log.warning("re-enqueued %d trial(s) of study %d missing from Redis", len(handed),
+            log.warning("re-enqueued %d trial(s) of study %d whose job was lost (missing from "
+                        "Redis, ended, or its worker gone before taking it)", len(handed),
                         study_id)
         return len(handed)
 
     def _lost(self, jobs: list[str]) -> list[bool]:
-        """For each job: whether RQ no longer has it, or has it ended (finished, failed, stopped,
-        canceled) without its worker taking the trial. One pipelined round trip."""
+        """For each job (of a trial no worker has taken): whether RQ no longer has it, has it
+        ended (finished, failed, stopped, canceled), or had it started UNTAKEN_SECONDS ago by a
+        worker that never took the trial. One pipelined round trip."""
         from rq.job import Job
+        from rq.utils import utcparse
 
         pipe = self.redis.pipeline(transaction=False)
         for job in jobs:
-            pipe.hget(Job.key_for(job), "status")
-        return [status is None or status.decode() in ENDED for status in pipe.execute()]
+            pipe.hmget(Job.key_for(job), "status", "started_at")
+        cutoff = utcnow() - timedelta(seconds=UNTAKEN_SECONDS)
+        lost = []
+        for status, started in pipe.execute():
+            state = None if status is None else status.decode()
+            lost.append(state is None or state in ENDED or (
+                state == "started" and started is not None
+                and utcparse(started.decode()).replace(tzinfo=cutoff.tzinfo) < cutoff))
+        return lost
 
     @staticmethod
     def _renamed(session: Session, runtime, study: Study,  # type: ignore[no-untyped-def]

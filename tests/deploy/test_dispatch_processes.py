@@ -6,12 +6,15 @@ in the order the test chooses."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from redis import Redis
 from rq import Queue
+from rq.job import Job
+from rq.utils import utcformat
 from sqlalchemy import text
 
 from service.api.app import create_app
@@ -19,6 +22,7 @@ from service.dispatch import QUEUE
 from service.processes import RedisProcess
 from service.settings import Settings
 from service.store.database import transaction
+from service.store.models import utcnow
 
 
 @pytest.fixture
@@ -96,6 +100,30 @@ def test_repair_does_not_enqueue_a_trial_another_process_is_enqueuing(servers):
     assert [name.rpartition("-")[0] for name in repaired] == sorted(
         p["job_id"].rpartition("-")[0] for p in handed)  # bbkb-<study>-<trial>-<attempt>
     assert all(name.rpartition("-")[2].startswith("r") for name in repaired)
+
+
+def test_a_job_whose_worker_died_before_taking_its_trial_is_repaired(servers):
+    """A worker killed between taking a job from the queue and its first heartbeat (the API was
+    down, say) leaves the job "started" in RQ for an hour and its trial without a lease, which
+    the reaper never sees: the dispatch stalled. A job started a minute ago whose trial no
+    worker took is now lost, one started just now is not."""
+    a, b, _, sid, queue = servers
+    assert a.state.dispatcher.top_up(sid) == 2
+    _sql(a, "UPDATE trials SET started_at = started_at - interval '2 minutes'")
+    dead, slow = sorted(queue.job_ids)
+    for job, ago in ((dead, 120), (slow, 5)):  # what RQ holds of a job a worker started
+        queue.remove(job)
+        queue.connection.hset(Job.key_for(job), mapping={
+            "status": "started", "started_at": utcformat(utcnow() - timedelta(seconds=ago))})
+    assert queue.count == 0
+    assert b.state.dispatcher.repair(sid) == 1
+    (repaired,) = queue.job_ids
+    assert repaired.rpartition("-")[0] == dead.rpartition("-")[0]  # bbkb-<study>-<trial>-<n>
+    assert repaired.rpartition("-")[2].startswith("r")
+    workers = {w for (w,) in _sql(a, "SELECT worker_id FROM trials WHERE study_id = :sid",
+                                  sid=sid)}
+    assert workers == {"rq-" + repaired, "rq-" + slow}  # the slow worker's trial is its own
+    assert a.state.dispatcher.repair(sid) == 0
 
 
 def test_an_exhausted_deterministic_dispatch_waits_quietly_then_ends(servers):
