@@ -10,14 +10,25 @@
         result = study.optimize(lambda x: -(x - 0.3) ** 2, n_evaluations=50)
         print(result.best)
 
-Errors are in :mod:`client.errors`. The response models (``StudyPublic``, ``TrialPublic``,
-``Suggestions``, ``BatchPublic``) are the server's own, ``service.api.schemas`` (pydantic only):
+Errors are in :mod:`client.errors`. The response models the methods return (``StudyPublic``,
+``TrialPublic``, ``Suggestions``, ``BatchPublic``, ...) are the server's own,
+``service.api.schemas`` (pydantic only):
 ``import client`` imports neither numpy nor the server.
 """
 
 from __future__ import annotations
 
-from service.api.schemas import BatchPublic, StudyPublic, Suggestions, TrialPublic
+from service.api.schemas import (
+    BatchDetail,
+    BatchPublic,
+    DispatchCompleted,
+    DispatchStatus,
+    QueueState,
+    ResultsSummary,
+    StudyPublic,
+    Suggestions,
+    TrialPublic,
+)
 
 from .client import Client
 from .errors import (
@@ -37,12 +48,17 @@ __all__ = [
     "APIError",
     "AuthenticationError",
     "BBKBError",
+    "BatchDetail",
     "BatchPublic",
     "Client",
     "ConflictError",
+    "DispatchCompleted",
+    "DispatchStatus",
     "InvalidArgument",
     "NotFoundError",
     "OptimizeResult",
+    "QueueState",
+    "ResultsSummary",
     "ServerUnavailable",
     "Study",
     "StudyPublic",

@@ -502,12 +502,34 @@ def test_numpy_numbers_in_the_engine_are_sent_as_numbers(bbkb):
 
 def test_public_names_are_pinned():
     assert client.__all__ == [
-        "APIError", "AuthenticationError", "BBKBError", "BatchPublic", "Client",
-        "ConflictError", "InvalidArgument", "NotFoundError", "OptimizeResult",
-        "ServerUnavailable", "Study", "StudyPublic", "Suggestions", "TrialPublic",
-        "ValidationError"]
+        "APIError", "AuthenticationError", "BBKBError", "BatchDetail", "BatchPublic", "Client",
+        "ConflictError", "DispatchCompleted", "DispatchStatus", "InvalidArgument",
+        "NotFoundError", "OptimizeResult", "QueueState", "ResultsSummary", "ServerUnavailable",
+        "Study", "StudyPublic", "Suggestions", "TrialPublic", "ValidationError"]
     for name in client.__all__:
         assert getattr(client, name) is not None
+
+
+def test_every_model_a_public_method_returns_is_exported():
+    """A user annotating ``summary: client.ResultsSummary`` should not have to find the
+    server's module: what the methods return is importable from ``client``."""
+    import types
+    import typing
+
+    import pydantic
+
+    returned = set()
+    for cls in (client.Client, client.Study):
+        for name, method in vars(cls).items():
+            if name.startswith("_") or not callable(getattr(method, "fget", method)):
+                continue
+            hint = typing.get_type_hints(getattr(method, "fget", method), localns={
+                "pandas": types.SimpleNamespace(DataFrame=object),  # imported when used
+                "OptimizeResult": client.OptimizeResult}).get("return")
+            for part in (hint, *typing.get_args(hint)):
+                if isinstance(part, type) and issubclass(part, pydantic.BaseModel):
+                    returned.add(part.__name__)
+    assert returned and returned <= set(client.__all__), returned - set(client.__all__)
     from service.api import schemas
     assert client.TrialPublic is schemas.TrialPublic  # one definition, the server's
     with pytest.raises(AttributeError):
