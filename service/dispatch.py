@@ -31,7 +31,7 @@ from .errors import Invalid, ServiceError
 from .objectives import check_objective
 from .runtime import Runtimes
 from .store import queries
-from .store.database import lock_study, transaction
+from .store.database import database_unavailable, lock_study, transaction
 from .store.models import Study, Trial, utcnow
 
 log = logging.getLogger("bbkb.dispatch")
@@ -321,23 +321,24 @@ class Dispatcher:
 
     def loop(self, stop: threading.Event, interval: float = 0.5) -> None:
         """Top up every dispatching study when woken (a result arrived) or every interval. A
-        Redis that does not answer is said once when the server starts or the outage begins
-        (a warning, not a traceback per pass) and once when it answers again."""
+        Redis or a database that does not answer is said once when the server starts or the
+        outage begins (a warning, not a traceback per pass) and once when it answers again."""
         from redis import ConnectionError as RedisDown
         from redis import TimeoutError as RedisSlow
 
-        passes, outage = 0, not self._answers()
+        passes, outage, database_out = 0, not self._answers(), False
         if outage:
             log.warning("Redis does not answer: dispatches wait for it")
         while not stop.is_set():
             self.wake.wait(interval)
             self.wake.clear()
+            failed = database = None
             try:
                 dispatching = self.studies()
-            except Exception:  # noqa: BLE001 - keep dispatching after a failed pass
-                log.exception("dispatch pass failed")
-                dispatching = []
-            failed = None
+            except Exception as exc:  # noqa: BLE001 - keep dispatching after a failed pass
+                if not database_unavailable(exc):
+                    log.exception("dispatch pass failed")
+                database, dispatching = exc, []
             for study_id in dispatching:
                 try:
                     if passes % 20 == 0:
@@ -348,8 +349,20 @@ class Dispatcher:
                 except (RedisDown, RedisSlow) as exc:  # not its other errors: one study's
                     failed = exc
                     break  # the other studies would meet the same outage
-                except Exception:  # noqa: BLE001 - one study's failure must not stop the others
+                except Exception as exc:  # noqa: BLE001 - one study's failure must not stop
+                    if database_unavailable(exc):  # the others; an outage stops them all
+                        database = exc
+                        break
                     log.exception("dispatch pass of study %d failed", study_id)
+            if database is not None and database_unavailable(database):
+                if not database_out:
+                    reason = str(getattr(database, "orig", None) or database).strip()
+                    log.warning("the database does not answer (%s): dispatches wait for it",
+                                reason.splitlines()[0] if reason else type(database).__name__)
+                database_out = True
+            elif database_out and database is None:
+                log.info("the database answers again: dispatching")
+                database_out = False
             if failed is not None:
                 if not outage:
                     log.warning("Redis does not answer (%s: %s): dispatches wait for it",

@@ -16,6 +16,7 @@ from starlette.routing import Match
 
 from ..engine import EngineError
 from ..errors import ServiceError
+from ..store.database import database_unavailable
 from .schemas import ErrorBody, error_field
 
 log = logging.getLogger("bbkb.api")
@@ -42,18 +43,6 @@ def error_response(status: int, detail: str, field: str | None,
     if status == 401:
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JSONResponse({"detail": detail, "field": field}, status_code=status, headers=headers)
-
-
-def database_unavailable(exc: BaseException) -> bool:
-    """Whether ``exc`` says the database is busy or unreachable (a retry later may work), not
-    that a statement is wrong."""
-    if isinstance(exc, PoolTimeout):
-        return True
-    if not isinstance(exc, OperationalError):
-        return False
-    text = str(exc.orig).lower()
-    return bool(exc.connection_invalidated or "locked" in text or "busy" in text
-                or type(exc.orig).__module__.startswith("psycopg"))
 
 
 def malformed_json(exc: BaseException) -> str:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
 
@@ -116,6 +118,18 @@ def session_factory(engine: Engine, *, read_only: bool = False) -> sessionmaker[
     write lock inside the transaction, and fail if the snapshot went stale)."""
     bind = engine.execution_options(**{READ_ONLY: True}) if read_only else engine
     return sessionmaker(bind, expire_on_commit=False)
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database is busy or unreachable (a retry later may work), not
+    that a statement is wrong."""
+    if isinstance(exc, PoolTimeout):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    text = str(exc.orig).lower()
+    return bool(exc.connection_invalidated or "locked" in text or "busy" in text
+                or type(exc.orig).__module__.startswith("psycopg"))
 
 
 @contextmanager

@@ -5,6 +5,7 @@ pass of every dispatching study (every 0.5 s, or at each result)."""
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 
@@ -98,3 +99,50 @@ def test_one_studys_redis_error_does_not_stop_the_others(redis_url, tmp_path, mo
     assert topped.count(2) >= 3
     assert "Redis does not answer" not in caplog.text
     assert "dispatch pass of study 1 failed" in caplog.text
+
+
+def test_a_database_outage_is_one_warning_and_its_end_one_line(redis_url, tmp_path, caplog):
+    """The dispatcher logged a traceback at every pass (every 0.5 s) while its database did not
+    answer: 70 in a 35 s PostgreSQL outage. Here SQLite's write lock is held, so that a top-up
+    (which writes the trials it hands out) cannot commit."""
+    database = tmp_path / "d.db"
+    app = create_app(Settings(database_url=f"sqlite:///{database}", auth="none",
+                              redis_url=redis_url, data_dir=tmp_path, database_busy_seconds=0.1))
+    dispatcher = app.state.dispatcher
+    dispatcher.queue.empty()
+    stop = threading.Event()
+    client = TestClient(app)  # no `with`: the lifespan's dispatcher stays off, driven here
+    loop = threading.Thread(target=dispatcher.loop, args=(stop,), kwargs={"interval": 0.05})
+    try:
+        body = {"name": "locked", "candidates": np.random.default_rng(0).random((30, 2)).tolist(),
+                "objective": "function:branin", "engine": {"strategy": "uniform", "seed": 0}}
+        sid = client.post("/v1/studies", json=body).json()["id"]
+        answer = client.post(f"/v1/studies/{sid}/dispatch",
+                             json={"n_evaluations": 4, "parallelism": 2})
+        assert answer.status_code == 200, answer.text
+        with caplog.at_level(logging.INFO, logger="bbkb"):
+            lock = sqlite3.connect(database, isolation_level=None)
+            lock.execute("BEGIN IMMEDIATE")
+            loop.start()
+            time.sleep(1.0)  # about 20 passes that cannot write
+            assert dispatcher.queue.count == 0
+            lock.execute("COMMIT")
+            lock.close()
+            deadline = time.monotonic() + 30
+            while dispatcher.queue.count < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert dispatcher.queue.count == 2  # dispatched once it answers
+    finally:
+        stop.set()
+        if loop.is_alive():
+            loop.join(30)
+        client.close()
+        app.state.sessions.kw["bind"].dispose()
+        dispatcher.queue.empty()
+        dispatcher.close()
+    records = [r for r in caplog.records if r.name.startswith("bbkb.dispatch")]
+    down = [r for r in records if "the database does not answer" in r.getMessage()]
+    assert len(down) == 1 and down[0].levelno == logging.WARNING, caplog.text
+    assert "database is locked" in down[0].getMessage()
+    assert [r for r in records if r.exc_info] == []  # no traceback per pass
+    assert sum("the database answers again" in r.getMessage() for r in records) == 1
