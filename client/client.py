@@ -12,6 +12,7 @@ import numbers
 import os
 import random
 import time
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -229,8 +230,9 @@ class Client:
         ``fetch=False`` skips the request for an id (a worker that only asks and tells).
         """
         if isinstance(study, str):
+            forms = {study, unicodedata.normalize("NFC", study)}  # as the server stores names
             match = [s for s in self._study_page(name=study, limit=1).studies
-                     if s.name == study]  # a server without the name filter lists them all
+                     if s.name in forms]  # a server without the name filter lists them all
             if not match:
                 raise NotFoundError(404, f"no study named {study!r}", "name")
             return Study(self, match[0].id, match[0])

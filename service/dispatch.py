@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 import uuid
 from datetime import datetime, timedelta
 from itertools import compress
@@ -31,7 +32,7 @@ from .errors import Invalid, ServiceError
 from .objectives import check_objective
 from .runtime import Runtimes
 from .store import queries
-from .store.database import database_unavailable, lock_study, transaction
+from .store.database import database_down, lock_study, transaction
 from .store.models import Study, Trial, utcnow
 
 log = logging.getLogger("bbkb.dispatch")
@@ -42,11 +43,12 @@ PREFIX = "rq-"
 REPAIR_GRACE_SECONDS = 10.0
 #: RQ job statuses after which a job carries no trial any more.
 ENDED = ("finished", "failed", "stopped", "canceled")
-#: A job started this long ago whose trial has no lease yet lost its worker before the first
-#: heartbeat landed (a live worker's lands within its backoff, at most 10 s apart, or the
-#: worker fails the job when its retries run out): repaired. RQ would keep it "started" for
-#: an hour (job_timeout + 60). A live worker's late heartbeat then finds its trial renamed (a
-#: 409) and skips it before evaluating: nothing is evaluated twice.
+#: A job this process has seen "started" for this long while its trial has no lease lost its
+#: worker before the first heartbeat landed (a live worker's lands within its backoff, at most
+#: 10 s apart, or the worker fails the job when its retries run out): repaired. RQ would keep
+#: it "started" for an hour (job_timeout + 60). A live worker's late heartbeat then finds its
+#: trial renamed (a 409) and skips it before evaluating: nothing is evaluated twice. Timed on
+#: this process's clock (RQ's started_at is the worker's).
 UNTAKEN_SECONDS = 60.0
 #: The dispatcher's Redis commands time out after this long (a pass then ends, the next
 #: retries), seconds.
@@ -140,6 +142,8 @@ class Dispatcher:
                                     socket_timeout=REDIS_SECONDS)  # a hang must end
         self.queue = Queue(QUEUE, connection=self.redis)
         self.wake = threading.Event()
+        #: per study, its jobs seen "started" with no trial taken, and since when (monotonic)
+        self._started: dict[int, dict[str, float]] = {}
         #: for GET /v1/queue: a request must not hang on a Redis that does not answer
         self.probe = Redis.from_url(redis_url, socket_connect_timeout=PROBE_SECONDS,
                                     socket_timeout=PROBE_SECONDS)
@@ -266,7 +270,8 @@ class Dispatcher:
                 session, study_id, PREFIX, utcnow() - timedelta(seconds=REPAIR_GRACE_SECONDS))
         if not queued:
             return 0
-        lost = dict(compress(queued, self._lost([w[len(PREFIX):] for _, w in queued])))
+        lost = dict(compress(queued, self._lost(study_id,
+                                                [w[len(PREFIX):] for _, w in queued])))
         if not lost:
             return 0
         handed = self.runtimes.mutate(study_id, None,
@@ -279,24 +284,23 @@ class Dispatcher:
                         study_id)
         return len(handed)
 
-    def _lost(self, jobs: list[str]) -> list[bool]:
-        """For each job (of a trial no worker has taken): whether RQ no longer has it, has it
-        ended (finished, failed, stopped, canceled), or had it started UNTAKEN_SECONDS ago by a
-        worker that never took the trial. One pipelined round trip."""
+    def _lost(self, study_id: int, jobs: list[str]) -> list[bool]:
+        """For each job of the study (of a trial no worker has taken): whether RQ no longer has
+        it, has it ended (finished, failed, stopped, canceled), or has had it started for
+        UNTAKEN_SECONDS since this process first saw it so. One pipelined round trip."""
         from rq.job import Job
-        from rq.utils import utcparse
 
         pipe = self.redis.pipeline(transaction=False)
         for job in jobs:
-            pipe.hmget(Job.key_for(job), "status", "started_at")
-        cutoff = utcnow() - timedelta(seconds=UNTAKEN_SECONDS)
-        lost = []
-        for status, started in pipe.execute():
-            state = None if status is None else status.decode()
-            lost.append(state is None or state in ENDED or (
-                state == "started" and started is not None
-                and utcparse(started.decode()).replace(tzinfo=cutoff.tzinfo) < cutoff))
-        return lost
+            pipe.hget(Job.key_for(job), "status")
+        now, seen = time.monotonic(), self._started.get(study_id, {})
+        states = [None if s is None else s.decode() for s in pipe.execute()]
+        started = {job: seen.get(job, now) for job, state in zip(jobs, states, strict=True)
+                   if state == "started"}
+        self._started[study_id] = started  # (only the study's jobs started now: no growth)
+        return [state is None or state in ENDED
+                or (state == "started" and now - started[job] >= UNTAKEN_SECONDS)
+                for job, state in zip(jobs, states, strict=True)]
 
     @staticmethod
     def _renamed(session: Session, runtime, study: Study,  # type: ignore[no-untyped-def]
@@ -336,7 +340,7 @@ class Dispatcher:
             try:
                 dispatching = self.studies()
             except Exception as exc:  # noqa: BLE001 - keep dispatching after a failed pass
-                if not database_unavailable(exc):
+                if not database_down(exc):
                     log.exception("dispatch pass failed")
                 database, dispatching = exc, []
             for study_id in dispatching:
@@ -350,11 +354,11 @@ class Dispatcher:
                     failed = exc
                     break  # the other studies would meet the same outage
                 except Exception as exc:  # noqa: BLE001 - one study's failure must not stop
-                    if database_unavailable(exc):  # the others; an outage stops them all
+                    if database_down(exc):  # the others; an outage stops them all
                         database = exc
                         break
                     log.exception("dispatch pass of study %d failed", study_id)
-            if database is not None and database_unavailable(database):
+            if database is not None and database_down(database):
                 if not database_out:
                     reason = str(getattr(database, "orig", None) or database).strip()
                     log.warning("the database does not answer (%s): dispatches wait for it",

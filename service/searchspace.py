@@ -54,7 +54,7 @@ class StoredParameter(BaseModel):
     type: Literal["float", "int", "categorical"] = "float"
     low: JsonFloat | None = None
     high: JsonFloat | None = None
-    log: JsonBool = False
+    log: bool = False
     choices: list[str | int | float] | None = Field(default=None, max_length=1000)
 
     @model_validator(mode="after")
@@ -122,6 +122,7 @@ class Parameter(StoredParameter):
     name: ParameterName
     low: Bound | None = None
     high: Bound | None = None
+    log: JsonBool = False
     choices: list[Choice] | None = Field(default=None, max_length=1000)
 
     @field_validator("low", "high", "log")

@@ -23,7 +23,7 @@ from ..processes import watch_parent
 from ..runtime import Runtimes
 from ..settings import Settings
 from ..store import queries
-from ..store.database import database_unavailable, make_engine, session_factory, transaction
+from ..store.database import database_down, make_engine, session_factory, transaction
 from ..store.migrate import ensure_schema
 from ..store.models import Study, utcnow
 from . import errors
@@ -77,7 +77,7 @@ def _per_study(app: FastAPI, rows: list[tuple[int, int]], what: str,
         except ServiceError as exc:  # e.g. deleted since the listing
             log.info("could not %s study %d: %s", what, study_id, exc)
         except Exception as exc:  # noqa: BLE001 - one study's failure must not stop the others
-            if database_unavailable(exc):  # nor can any other's: the pass failed
+            if database_down(exc):  # nor can any other's: the pass failed
                 raise
             log.exception("could not %s study %d", what, study_id)
     return done
@@ -97,7 +97,7 @@ def _reaper_loop(app: FastAPI, stop: threading.Event) -> None:
             if reaped := reap_expired_leases(app):
                 log.info("expired leases reaped", extra={"trials": reaped})
         except Exception as exc:  # noqa: BLE001 - the reaper must outlive a failed pass
-            if not database_unavailable(exc):
+            if not database_down(exc):
                 log.exception("lease reaper pass failed")
                 continue
             app.state.heard_since = utcnow()

@@ -49,11 +49,17 @@ def _not_blank(text: str) -> str:
 
 
 JsonFloat = Annotated[float, Field(strict=True)]
-#: A JSON boolean (lax mode also took "yes", "on" and 1).
-JsonBool = Annotated[bool, Field(strict=True)]
 JsonInt = Annotated[int, BeforeValidator(_number)]
 #: A single number given from Python (a result's value): a numpy boolean is refused too.
 Number = BeforeValidator(_number)
 NotBlank = AfterValidator(_not_blank)
 #: A name or worker id: checked against TEXT_PATTERN (published as the schema's pattern).
 PlainText = (Field(json_schema_extra={"pattern": TEXT_PATTERN}), AfterValidator(_plain))
+
+
+def _boolean(value: Any) -> Any:
+    return bool(value) if is_boolean(value) else value  # numpy's too, as the SDK may pass
+
+
+#: A JSON boolean, or a Python or numpy one (lax mode also took "yes", "on" and 1).
+JsonBool = Annotated[bool, Field(strict=True), BeforeValidator(_boolean)]

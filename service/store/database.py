@@ -132,6 +132,25 @@ def database_unavailable(exc: BaseException) -> bool:
                 or type(exc.orig).__module__.startswith("psycopg"))
 
 
+def database_down(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot be reached or written at all: no connection (a
+    lost one, PostgreSQL's connection errors (SQLSTATE class 08) or its shutdown (57P)), no
+    free pooled connection, SQLite's write lock. Not one statement's failure (a statement or
+    lock timeout, a deadlock, a serialization failure): that is about one study, and every
+    other may go on."""
+    if isinstance(exc, PoolTimeout):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    if type(exc.orig).__module__.startswith("psycopg"):
+        state = getattr(exc.orig, "sqlstate", None)  # None: failed to connect at all
+        return state is None or state.startswith(("08", "57P"))
+    text = str(exc.orig).lower()
+    return "locked" in text or "busy" in text
+
+
 @contextmanager
 def transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
     """A session inside one transaction: commit on success, roll back on any error."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import cache
@@ -462,13 +462,13 @@ def owned_study_ids(session: Session, owner_id: int, study_ids: set[int]) -> set
 
 
 def studies_of(session: Session, owner_id: int, *, after: int = 0, limit: int | None = None,
-               name: str | None = None) -> list[Study]:
+               names: Collection[str] | None = None) -> list[Study]:
     """An owner's live studies with id > ``after`` in id order (keyset pagination), at most
-    ``limit``, optionally only the one called ``name`` (the (owner, name) index)."""
+    ``limit``, optionally only those called one of ``names`` (the (owner, name) index)."""
     query = select(Study).where(Study.owner_id == owner_id, Study.status != "deleted",
                                 Study.id > after)
-    if name is not None:
-        query = query.where(Study.name == name)
+    if names is not None:
+        query = query.where(Study.name.in_(names))
     return list(session.scalars(query.order_by(Study.id).limit(limit)))
 
 

@@ -5,6 +5,7 @@ in the order the test chooses."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -17,6 +18,7 @@ from rq.job import Job
 from rq.utils import utcformat
 from sqlalchemy import text
 
+from service import dispatch
 from service.api.app import create_app
 from service.dispatch import QUEUE
 from service.processes import RedisProcess
@@ -102,19 +104,27 @@ def test_repair_does_not_enqueue_a_trial_another_process_is_enqueuing(servers):
     assert all(name.rpartition("-")[2].startswith("r") for name in repaired)
 
 
-def test_a_job_whose_worker_died_before_taking_its_trial_is_repaired(servers):
+def test_a_job_whose_worker_died_before_taking_its_trial_is_repaired(servers, monkeypatch):
     """A worker killed between taking a job from the queue and its first heartbeat (the API was
     down, say) leaves the job "started" in RQ for an hour and its trial without a lease, which
-    the reaper never sees: the dispatch stalled. A job started a minute ago whose trial no
-    worker took is now lost, one started just now is not."""
+    the reaper never sees: the dispatch stalled. A job a process has seen started for
+    UNTAKEN_SECONDS with its trial not taken is now lost; one it has just seen started is not.
+    Timed on the server's clock: RQ's started_at is the worker's, which may be far off."""
+    monkeypatch.setattr(dispatch, "UNTAKEN_SECONDS", 0.5)
     a, b, _, sid, queue = servers
     assert a.state.dispatcher.top_up(sid) == 2
     _sql(a, "UPDATE trials SET started_at = started_at - interval '2 minutes'")
-    dead, slow = sorted(queue.job_ids)
-    for job, ago in ((dead, 120), (slow, 5)):  # what RQ holds of a job a worker started
+
+    def take(job: str, started: timedelta) -> None:  # what RQ holds of a job a worker started
         queue.remove(job)
         queue.connection.hset(Job.key_for(job), mapping={
-            "status": "started", "started_at": utcformat(utcnow() - timedelta(seconds=ago))})
+            "status": "started", "started_at": utcformat(utcnow() + started)})
+
+    dead, slow = sorted(queue.job_ids)
+    take(dead, timedelta(days=1))  # its worker's clock a day ahead
+    assert b.state.dispatcher.repair(sid) == 0  # just seen: its heartbeat may be on its way
+    time.sleep(0.6)
+    take(slow, -timedelta(hours=1))  # its worker's clock an hour behind: just taken, though
     assert queue.count == 0
     assert b.state.dispatcher.repair(sid) == 1
     (repaired,) = queue.job_ids
@@ -123,7 +133,7 @@ def test_a_job_whose_worker_died_before_taking_its_trial_is_repaired(servers):
     workers = {w for (w,) in _sql(a, "SELECT worker_id FROM trials WHERE study_id = :sid",
                                   sid=sid)}
     assert workers == {"rq-" + repaired, "rq-" + slow}  # the slow worker's trial is its own
-    assert a.state.dispatcher.repair(sid) == 0
+    assert a.state.dispatcher.repair(sid) == 0  # a has not seen the slow one started for long
 
 
 def test_an_exhausted_deterministic_dispatch_waits_quietly_then_ends(servers):

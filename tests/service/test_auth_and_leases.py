@@ -245,3 +245,53 @@ def test_a_server_hears_out_a_lease_after_its_database_comes_back(tmp_path, capl
         "the lease reaper finds the database unavailable",
         "the lease reaper finds the database available again"]
     assert not any(r.exc_info for r in said)
+
+
+def test_one_studys_failing_statement_is_not_an_outage_for_the_others(tmp_path, caplog):
+    """A statement timeout (or deadlock, or serialization failure) of one study's reap is that
+    study's: the others are reaped in the same pass and the reaper says which study failed,
+    with its traceback. Taken for a database outage, it stopped the reaper for every study
+    after it, for good if it recurred within a lease."""
+    import psycopg
+    from sqlalchemy.exc import OperationalError
+
+    from service.store.database import database_down
+
+    def error(orig: Exception) -> OperationalError:
+        return OperationalError("UPDATE trials ...", {}, orig)
+
+    timeout = error(psycopg.errors.QueryCanceled("canceling statement due to statement timeout"))
+    assert not database_down(timeout) and not database_down(error(psycopg.errors.DeadlockDetected(
+        "deadlock detected")))
+    assert database_down(error(psycopg.OperationalError("connection failed: refused")))
+    assert database_down(error(psycopg.errors.AdminShutdown("terminating connection")))
+    assert database_down(error(sqlite3.OperationalError("database is locked")))
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with app_client(url, tmp_path, reaper_interval=3600) as client:
+        engine = {"strategy": "uniform", "mode": "async", "batch_size": 4, "seed": 0}
+        first, second = (create_study(client, name=n, lease_seconds=0.5, engine=engine)["id"]
+                         for n in ("first", "second"))
+        for sid in (first, second):
+            assert client.post(f"/v1/studies/{sid}/suggestions",
+                               json={"worker_id": "w", "count": 1}).status_code == 200
+        client.app.state.heard_since -= timedelta(hours=1)
+        time.sleep(0.6)  # both workers died: both leases ran out
+        runtimes = client.app.state.runtimes
+        mutate = runtimes.mutate
+
+        def failing(study_id, owner, change):  # type: ignore[no-untyped-def]
+            if study_id == first:
+                raise timeout
+            return mutate(study_id, owner, change)
+
+        runtimes.mutate = failing
+        try:
+            assert reap_expired_leases(client.app) == 1  # the second study's, in this pass
+        finally:
+            runtimes.mutate = mutate
+        statuses = {sid: client.get(f"/v1/studies/{sid}/trials").json()["trials"][0]["status"]
+                    for sid in (first, second)}
+        assert statuses == {first: "running", second: "pending"}
+    failed = [r for r in caplog.records if "could not reap leases of study" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].exc_info and f"study {first}" in failed[0].getMessage()

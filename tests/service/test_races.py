@@ -310,8 +310,8 @@ def test_two_processes_repairing_a_lost_job_enqueue_it_once(pg_database_url, tmp
     lost = Dispatcher._lost
     both_looked = threading.Barrier(2, timeout=3)
 
-    def lost_then_wait(self, jobs):  # type: ignore[no-untyped-def]
-        found = lost(self, jobs)
+    def lost_then_wait(self, study_id, jobs):  # type: ignore[no-untyped-def]
+        found = lost(self, study_id, jobs)
         both_looked.wait()  # both dispatchers' periodic repair passes look at once
         return found
 

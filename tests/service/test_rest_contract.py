@@ -7,6 +7,10 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
+from sqlalchemy import update
+
+from service.store.database import transaction
+from service.store.models import Study
 
 from .helpers import app_client, create_study
 
@@ -140,6 +144,24 @@ def test_a_name_is_one_name_however_its_accents_are_typed(client):
         assert [s["id"] for s in client.get("/v1/studies", params={"name": name}).json()[
             "studies"]] == [sid]
     assert "\u200d" in create_study(client, name="a\u200db")["name"]  # a joiner stays allowed
+
+
+def test_the_sdk_and_the_name_filter_find_a_name_however_typed_and_as_stored_before(client):
+    """Names are stored composed now; the SDK compared the raw name it was given, and studies
+    created before hold whatever form (and character) they were given: each is still found."""
+    from client import Client
+
+    decomposed = unicodedata.normalize("NFD", "caf\u00e9")
+    sdk = Client(http=client)
+    sid = create_study(client, name=decomposed)["id"]
+    assert sdk.study(decomposed).id == sdk.study("caf\u00e9").id == sid
+    for legacy in (unicodedata.normalize("NFD", "r\u00e9sum\u00e9"), "exp\u200b1"):
+        old = create_study(client, name=f"then-{len(legacy)}")["id"]
+        with transaction(client.app.state.sessions) as session:  # as the old server kept it
+            session.execute(update(Study).where(Study.id == old).values(name=legacy))
+        found = client.get("/v1/studies", params={"name": legacy}).json()["studies"]
+        assert [s["id"] for s in found] == [old], legacy
+        assert sdk.study(legacy).id == old
 
 
 def test_results_csv_never_answers_500_and_counts_a_sheet_not_filled_in(client):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 
 from fastapi import APIRouter, Request, Response
@@ -28,7 +27,6 @@ from ..deps import (
     validated,
 )
 from ..errors import malformed_json
-from ..numbers import TEXT_PATTERN
 from ..schemas import StudyCreate, StudyList, StudyPublic
 
 router = APIRouter(prefix="/v1/studies", tags=["studies"])
@@ -166,15 +164,17 @@ def list_studies(owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep
                  after: AfterId = 0, limit: PageSize = 100, name: str | None = None) -> StudyList:
     """The caller's studies with id > ``after`` in id order, at most ``limit`` (and
     ``BBKB_PAGE_LIMIT``; keyset pagination: follow ``next_after``), or only the one called
-    ``name`` (in its composed form, as names are stored; none for a name no study can have:
-    the database is not asked about a control character, which PostgreSQL's text cannot hold
-    when it is NUL, a 500 before)."""
+    ``name``: as given or in its composed form (NFC, as names are stored now; a study created
+    before holds the form it was given, and may hold a character new names may not). None for
+    a control character, which no name holds (the database is not asked: PostgreSQL's text
+    cannot hold NUL, a 500 before)."""
+    names = None
     if name is not None:
-        if not re.fullmatch(TEXT_PATTERN, name):
+        if any(ord(c) < 0x20 for c in name):
             return StudyList(studies=[], next_after=None)
-        name = unicodedata.normalize("NFC", name)
+        names = {name, unicodedata.normalize("NFC", name)}
     limit = min(limit, settings.page_limit)
-    page = queries.studies_of(session, owner, after=after, limit=limit, name=name)
+    page = queries.studies_of(session, owner, after=after, limit=limit, names=names)
     return StudyList(studies=[studies.study_public(session, s, studies.ParameterDecoder(session, s))
                               for s in page],
                      next_after=page[-1].id if len(page) == limit and name is None else None)
