@@ -282,7 +282,20 @@ class Dispatcher:
             log.warning("re-enqueued %d trial(s) of study %d whose job was lost (missing from "
                         "Redis, ended, or its worker gone before taking it)", len(handed),
                         study_id)
+            started = self._started.get(study_id, {})
+            self._forget_started([old for p in handed
+                                  if (old := lost[p["trial_id"]][len(PREFIX):]) in started])
         return len(handed)
+
+    def _forget_started(self, jobs: list[str]) -> None:
+        """Take dead workers' jobs out of RQ's started-job registry (entries "<job id>:<its
+        execution id>"), where RQ's own clean-up leaves them for an hour: GET /v1/queue showed
+        them as being evaluated meanwhile. A worker that was alive after all finishes as usual
+        (RQ's removal of the entry is then a no-op)."""
+        key = self.queue.started_job_registry.key
+        for job in jobs:
+            entries = [entry for entry, _ in self.redis.zscan_iter(key, match=f"{job}:*")]
+            self.redis.zrem(key, job, *entries)
 
     def _lost(self, study_id: int, jobs: list[str]) -> list[bool]:
         """For each job of the study (of a trial no worker has taken): whether RQ no longer has

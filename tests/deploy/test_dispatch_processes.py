@@ -115,10 +115,13 @@ def test_a_job_whose_worker_died_before_taking_its_trial_is_repaired(servers, mo
     assert a.state.dispatcher.top_up(sid) == 2
     _sql(a, "UPDATE trials SET started_at = started_at - interval '2 minutes'")
 
+    registry = queue.started_job_registry
+
     def take(job: str, started: timedelta) -> None:  # what RQ holds of a job a worker started
         queue.remove(job)
         queue.connection.hset(Job.key_for(job), mapping={
             "status": "started", "started_at": utcformat(utcnow() + started)})
+        queue.connection.zadd(registry.key, {f"{job}:execution-1": time.time() + 3600})
 
     dead, slow = sorted(queue.job_ids)
     take(dead, timedelta(days=1))  # its worker's clock a day ahead
@@ -134,6 +137,10 @@ def test_a_job_whose_worker_died_before_taking_its_trial_is_repaired(servers, mo
                                   sid=sid)}
     assert workers == {"rq-" + repaired, "rq-" + slow}  # the slow worker's trial is its own
     assert a.state.dispatcher.repair(sid) == 0  # a has not seen the slow one started for long
+    # GET /v1/queue counts RQ's started jobs: the dead worker's is no longer among them
+    assert [e.decode() for e in queue.connection.zrange(registry.key, 0, -1)] == [
+        f"{slow}:execution-1"]
+    assert b.state.dispatcher.queue_state()["started"] == 1
 
 
 def test_an_exhausted_deterministic_dispatch_waits_quietly_then_ends(servers):
