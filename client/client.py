@@ -12,7 +12,6 @@ import numbers
 import os
 import random
 import time
-import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -20,7 +19,7 @@ from typing import Any, Literal
 
 import httpx2
 
-from service.api.schemas import QueueState, StudyCreate, StudyList, StudyPublic
+from service.api.schemas import QueueState, StudyCreate, StudyList, StudyPublic, name_forms
 
 from .errors import (
     APIError,
@@ -230,7 +229,7 @@ class Client:
         ``fetch=False`` skips the request for an id (a worker that only asks and tells).
         """
         if isinstance(study, str):
-            forms = {study, unicodedata.normalize("NFC", study)}  # as the server stores names
+            forms = name_forms(study)  # as typed, and as the server stores names
             match = [s for s in self._study_page(name=study, limit=1).studies
                      if s.name in forms]  # a server without the name filter lists them all
             if not match:

@@ -422,8 +422,10 @@ def _run(args: argparse.Namespace) -> int:
             detail = re.sub(r"(password=)[^&\s'\"]*", r"\1***", detail, flags=re.I)
         raise SystemExit(f"bbkb {args.command}: {name}: {detail}") from None
     except OperationalError as exc:
-        reason = str(exc.orig or exc).strip().splitlines()[0]
-        raise SystemExit(f"bbkb {args.command}: cannot use the database: {reason}") from None
+        from .store.database import error_line
+
+        raise SystemExit(f"bbkb {args.command}: cannot use the database: "
+                         f"{error_line(exc)}") from None
     except RuntimeError as exc:  # a SchemaError (store.migrate, imported only if it ran)
         migrate = sys.modules.get("service.store.migrate")
         if migrate is None or not isinstance(exc, migrate.SchemaError):

@@ -32,7 +32,7 @@ from .errors import Invalid, ServiceError
 from .objectives import check_objective
 from .runtime import Runtimes
 from .store import queries
-from .store.database import database_down, lock_study, transaction
+from .store.database import database_down, error_line, lock_study, transaction
 from .store.models import Study, Trial, utcnow
 
 log = logging.getLogger("bbkb.dispatch")
@@ -353,9 +353,11 @@ class Dispatcher:
             try:
                 dispatching = self.studies()
             except Exception as exc:  # noqa: BLE001 - keep dispatching after a failed pass
-                if not database_down(exc):
+                if database_down(exc):
+                    database = exc
+                else:
                     log.exception("dispatch pass failed")
-                database, dispatching = exc, []
+                dispatching = []
             for study_id in dispatching:
                 try:
                     if passes % 20 == 0:
@@ -371,13 +373,12 @@ class Dispatcher:
                         database = exc
                         break
                     log.exception("dispatch pass of study %d failed", study_id)
-            if database is not None and database_down(database):
+            if database is not None:
                 if not database_out:
-                    reason = str(getattr(database, "orig", None) or database).strip()
                     log.warning("the database does not answer (%s): dispatches wait for it",
-                                reason.splitlines()[0] if reason else type(database).__name__)
+                                error_line(database) or type(database).__name__)
                 database_out = True
-            elif database_out and database is None:
+            elif database_out:
                 log.info("the database answers again: dispatching")
                 database_out = False
             if failed is not None:

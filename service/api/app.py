@@ -23,7 +23,13 @@ from ..processes import watch_parent
 from ..runtime import Runtimes
 from ..settings import Settings
 from ..store import queries
-from ..store.database import database_down, make_engine, session_factory, transaction
+from ..store.database import (
+    database_down,
+    error_line,
+    make_engine,
+    session_factory,
+    transaction,
+)
 from ..store.migrate import ensure_schema
 from ..store.models import Study, utcnow
 from . import errors
@@ -103,10 +109,9 @@ def _reaper_loop(app: FastAPI, stop: threading.Event) -> None:
             app.state.heard_since = utcnow()
             if not unavailable:
                 unavailable = True
-                reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
                 log.warning("the lease reaper finds the database unavailable: no lease is "
                             "reaped until a lease after it answers again (%s)",
-                            reason[0] if reason else type(exc).__name__)
+                            error_line(exc) or type(exc).__name__)
             continue
         if unavailable:
             unavailable = False

@@ -28,6 +28,14 @@ Name = Annotated[str, Field(min_length=1, max_length=200), *PlainText, NotBlank]
 #: A study's name, in Unicode's composed form (NFC): "é" typed as one character or as "e" and a
 #: combining accent is the same name, found by the same ``name=``.
 StudyName = Annotated[Name, AfterValidator(partial(unicodedata.normalize, "NFC"))]
+
+
+def name_forms(name: str) -> set[str]:
+    """The forms a study called ``name`` may be stored under: as typed, and composed (NFC), as
+    names are stored now (a study created before holds the form it was given)."""
+    return {name, unicodedata.normalize("NFC", name)}
+
+
 WorkerId = Annotated[str, Field(min_length=1, max_length=200), *PlainText]
 #: An evaluation's result: a JSON number (not a bool or a string) within +-VALUE_LIMIT (the
 #: engine's MAX_MAGNITUDE). The limit is checked where a value is used (service/trials.py: its

@@ -120,18 +120,6 @@ def session_factory(engine: Engine, *, read_only: bool = False) -> sessionmaker[
     return sessionmaker(bind, expire_on_commit=False)
 
 
-def database_unavailable(exc: BaseException) -> bool:
-    """Whether ``exc`` says the database is busy or unreachable (a retry later may work), not
-    that a statement is wrong."""
-    if isinstance(exc, PoolTimeout):
-        return True
-    if not isinstance(exc, OperationalError):
-        return False
-    text = str(exc.orig).lower()
-    return bool(exc.connection_invalidated or "locked" in text or "busy" in text
-                or type(exc.orig).__module__.startswith("psycopg"))
-
-
 def database_down(exc: BaseException) -> bool:
     """Whether ``exc`` says the database cannot be reached or written at all: no connection (a
     lost one, PostgreSQL's connection errors (SQLSTATE class 08) or its shutdown (57P)), no
@@ -149,6 +137,21 @@ def database_down(exc: BaseException) -> bool:
         return state is None or state.startswith(("08", "57P"))
     text = str(exc.orig).lower()
     return "locked" in text or "busy" in text
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says a retry later may work (the API's 503): the database is down
+    (:func:`database_down`), or PostgreSQL failed one statement (a statement or lock timeout, a
+    deadlock, a serialization failure: its transaction was rolled back)."""
+    return database_down(exc) or (isinstance(exc, OperationalError)
+                                  and type(exc.orig).__module__.startswith("psycopg"))
+
+
+def error_line(exc: BaseException) -> str:
+    """The first line of a database error's message (the driver's, else the exception's); ""
+    for none."""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return lines[0] if lines else ""
 
 
 @contextmanager

@@ -8,6 +8,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from ...store.database import error_line
 from ..probes import shared
 
 router = APIRouter(tags=["health"])
@@ -36,8 +37,7 @@ async def get_ready(request: Request) -> JSONResponse:
     except TimeoutError:
         return _unavailable(f"the database did not answer within {READY_DEADLINE_SECONDS:g} s")
     except Exception as exc:  # noqa: BLE001 - any failure means "not ready"
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-        return _unavailable(f"{type(exc).__name__}: {reason[0] if reason else ''}")
+        return _unavailable(f"{type(exc).__name__}: {error_line(exc)}")
     return JSONResponse({"status": "ready"})
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import unicodedata
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -27,7 +26,7 @@ from ..deps import (
     validated,
 )
 from ..errors import malformed_json
-from ..schemas import StudyCreate, StudyList, StudyPublic
+from ..schemas import StudyCreate, StudyList, StudyPublic, name_forms
 
 router = APIRouter(prefix="/v1/studies", tags=["studies"])
 
@@ -172,7 +171,7 @@ def list_studies(owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep
     if name is not None:
         if any(ord(c) < 0x20 for c in name):
             return StudyList(studies=[], next_after=None)
-        names = {name, unicodedata.normalize("NFC", name)}
+        names = name_forms(name)
     limit = min(limit, settings.page_limit)
     page = queries.studies_of(session, owner, after=after, limit=limit, names=names)
     return StudyList(studies=[studies.study_public(session, s, studies.ParameterDecoder(session, s))
