@@ -18,6 +18,17 @@ from service.processes import RedisProcess, free_port
 from service.settings import Settings
 
 
+def _dispatching(client: TestClient, name: str) -> int:
+    """A study of 30 candidates dispatching 4 evaluations of Branin, 2 at a time; its id."""
+    body = {"name": name, "candidates": np.random.default_rng(0).random((30, 2)).tolist(),
+            "objective": "function:branin", "engine": {"strategy": "uniform", "seed": 0}}
+    sid = client.post("/v1/studies", json=body).json()["id"]
+    answer = client.post(f"/v1/studies/{sid}/dispatch",
+                         json={"n_evaluations": 4, "parallelism": 2})
+    assert answer.status_code == 200, answer.text
+    return sid
+
+
 def test_a_redis_outage_is_one_warning_and_its_end_one_line(tmp_path, caplog, monkeypatch):
     # the trials handed out while Redis was down are enqueued by the repair after its grace
     monkeypatch.setattr(dispatch, "REPAIR_GRACE_SECONDS", 0.5)
@@ -29,13 +40,8 @@ def test_a_redis_outage_is_one_warning_and_its_end_one_line(tmp_path, caplog, mo
     stop = threading.Event()
     client = TestClient(app)  # no `with`: the lifespan's dispatcher stays off, driven here
     try:
-        body = {"name": "down", "candidates": np.random.default_rng(0).random((30, 2)).tolist(),
-                "objective": "function:branin", "engine": {"strategy": "uniform", "seed": 0}}
-        sid = client.post("/v1/studies", json=body).json()["id"]
         with caplog.at_level(logging.INFO, logger="bbkb"):
-            answer = client.post(f"/v1/studies/{sid}/dispatch",
-                                 json={"n_evaluations": 4, "parallelism": 2})
-            assert answer.status_code == 200, answer.text  # the dispatch waits for Redis
+            _dispatching(client, "down")  # the dispatch waits for Redis
             loop = threading.Thread(target=dispatcher.loop, args=(stop,),
                                     kwargs={"interval": 0.05})
             loop.start()
@@ -114,12 +120,7 @@ def test_a_database_outage_is_one_warning_and_its_end_one_line(redis_url, tmp_pa
     client = TestClient(app)  # no `with`: the lifespan's dispatcher stays off, driven here
     loop = threading.Thread(target=dispatcher.loop, args=(stop,), kwargs={"interval": 0.05})
     try:
-        body = {"name": "locked", "candidates": np.random.default_rng(0).random((30, 2)).tolist(),
-                "objective": "function:branin", "engine": {"strategy": "uniform", "seed": 0}}
-        sid = client.post("/v1/studies", json=body).json()["id"]
-        answer = client.post(f"/v1/studies/{sid}/dispatch",
-                             json={"n_evaluations": 4, "parallelism": 2})
-        assert answer.status_code == 200, answer.text
+        _dispatching(client, "locked")
         with caplog.at_level(logging.INFO, logger="bbkb"):
             lock = sqlite3.connect(database, isolation_level=None)
             lock.execute("BEGIN IMMEDIATE")
