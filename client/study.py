@@ -8,9 +8,10 @@ import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, TypeVar
 
 import httpx2
+import pydantic
 
 from service.api.schemas import (
     BatchDetail,
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
     from .loop import OptimizeResult
 
 __all__ = ["Study"]
+
+
+#: A page of a keyset-paged list (its rows, and ``next_after``).
+P = TypeVar("P", bound=pydantic.BaseModel)
 
 
 class Study:
@@ -219,13 +224,8 @@ class Study:
             params["order"] = "desc"
         if status is not None:
             params["status"] = status
-        while True:
-            page = TrialPage.model_validate(
-                self.client.request("GET", self._path("/trials"), params=params).json())
+        for page in self._pages("/trials", TrialPage, params):
             yield from page.trials
-            if page.next_after is None:
-                return
-            params["after"] = page.next_after
 
     def records(self, status: TrialStatus | None = None) -> list[dict[str, Any]]:
         """Trials as flat dicts: the trial's fields plus one key per parameter."""
@@ -238,15 +238,19 @@ class Study:
     def batches(self, page_size: int = 10_000) -> list[BatchPublic]:
         """Batch history: sizes, stop reasons, dictionary sizes; every batch, read in pages of
         ``page_size``."""
-        batches: list[BatchPublic] = []
-        params: dict[str, Any] = {"limit": page_size}
+        return [batch for page in self._pages("/batches", BatchList, {"limit": page_size})
+                for batch in page.batches]
+
+    def _pages(self, path: str, model: type[P], params: dict[str, Any]) -> Iterator[P]:
+        """The pages of a keyset-paged list of the study, fetched as they are consumed: each
+        next one ``after`` the last one's ``next_after``, until that is null."""
         while True:
-            page = BatchList.model_validate(
-                self.client.request("GET", self._path("/batches"), params=params).json())
-            batches += page.batches
+            page = model.model_validate(
+                self.client.request("GET", self._path(path), params=params).json())
+            yield page
             if page.next_after is None:
-                return batches
-            params["after"] = page.next_after
+                return
+            params = params | {"after": page.next_after}
 
     def batch(self, index: int) -> BatchDetail:
         """One batch with its dictionary: the inducing candidates' indices and parameters."""

@@ -303,15 +303,17 @@ def import_observations(session: Session, runtime: StudyRuntime,
                         lines: list[int] | None = None) -> int:
     """Warm start: existing (candidate, value) pairs become completed, imported trials. Errors
     name an observation by its index, or by its line in an uploaded CSV (``lines``)."""
+    def refused(i: int, why: str, column: str) -> Invalid:
+        if lines is None:
+            return Invalid(f"observation {i}: {why}", field=f"observations.{i}.{column}")
+        return Invalid(f"CSV line {lines[i]}: {why}", field=f"body.line{lines[i]}.{column}")
+
     n_arms = len(runtime.candidates)
     for i, (arm, value) in enumerate(observations):
-        where, field = ((f"observation {i}", f"observations.{i}.") if lines is None else
-                        (f"CSV line {lines[i]}", f"body.line{lines[i]}."))
         if not 0 <= arm < n_arms:
-            raise Invalid(f"{where}: candidate {arm} outside 0..{n_arms - 1}",
-                          field=field + "candidate")
+            raise refused(i, f"candidate {arm} outside 0..{n_arms - 1}", "candidate")
         if (problem := value_problem(value)) is not None:
-            raise Invalid(f"{where}: {problem}", field=field + "value")
+            raise refused(i, problem, "value")
     rows: list[dict[str, Any]] = []
     for arm, value in observations:
         s = runtime.strategy.observe(arm, runtime.sign * value)
