@@ -283,19 +283,59 @@ class Dispatcher:
                         "Redis, ended, or its worker gone before taking it)", len(handed),
                         study_id)
             started = self._started.get(study_id, {})
-            self._forget_started([old for p in handed
-                                  if (old := lost[p["trial_id"]][len(PREFIX):]) in started])
+            self._end_untaken({old: p for p in handed
+                               if (old := lost[p["trial_id"]][len(PREFIX):]) in started})
         return len(handed)
 
-    def _forget_started(self, jobs: list[str]) -> None:
-        """Take dead workers' jobs out of RQ's started-job registry (entries "<job id>:<its
-        execution id>"), where RQ's own clean-up leaves them for an hour: GET /v1/queue showed
-        them as being evaluated meanwhile. A worker that was alive after all finishes as usual
-        (RQ's removal of the entry is then a no-op)."""
+    def _end_untaken(self, replaced: dict[str, dict[str, Any]]) -> None:
+        """End the jobs of workers gone before taking their trial (``replaced``: each job's id,
+        and the payload of the job now carrying its trial) as RQ's clean-up ends a job whose
+        worker died, an hour sooner: out of RQ's started-job registry (entries "<job id>:<its
+        execution id>"; GET /v1/queue counted them as being evaluated), and failed, with the
+        reason in RQ's failed-job registry and as the job's latest result. RQ's clean-up, which
+        finds jobs by that registry, never would: their hash said "started" until it expired.
+        A job its worker ended meanwhile (no longer "started", or written while this reads it:
+        WATCHed) keeps its own outcome. A worker alive after all, whose heartbeat finds its
+        trial renamed, finishes the job as usual: RQ marks it finished with its result (it
+        stays in the failed-job registry until its failure_ttl, as a job RQ's clean-up failed
+        whose worker was only slow)."""
         key = self.queue.started_job_registry.key
-        for job in jobs:
-            entries = [entry for entry, _ in self.redis.zscan_iter(key, match=f"{job}:*")]
-            self.redis.zrem(key, job, *entries)
+        for job_id, successor in replaced.items():
+            entries = [entry for entry, _ in self.redis.zscan_iter(key, match=f"{job_id}:*")]
+            reason = (f"its worker took no trial in {UNTAKEN_SECONDS:g} s (gone before its "
+                      f"first heartbeat landed): the server re-enqueued trial "
+                      f"{successor['trial_id']} as job {successor['job_id']}")
+            for _ in range(3):  # a worker wrote the job while this read it: read it again
+                if self._fail_started(job_id, entries, reason):
+                    break
+
+    def _fail_started(self, job_id: str, entries: list[bytes], reason: str) -> bool:
+        """In one transaction, take the job's ``entries`` out of RQ's started-job registry and,
+        if RQ still has it "started", fail it with ``reason``; False if the job was written
+        meanwhile (nothing done)."""
+        from redis import WatchError
+        from rq.exceptions import NoSuchJobError
+        from rq.job import Job, JobStatus
+        from rq.results import Result
+
+        with self.redis.pipeline() as pipe:
+            try:
+                pipe.watch(Job.key_for(job_id))
+                try:
+                    job: Job | None = Job.fetch(job_id, connection=self.redis)
+                except NoSuchJobError:
+                    job = None
+                pipe.multi()
+                pipe.zrem(self.queue.started_job_registry.key, job_id, *entries)
+                if job is not None and job.get_status(refresh=False) == JobStatus.STARTED:
+                    job.set_status(JobStatus.FAILED, pipeline=pipe)
+                    self.queue.failed_job_registry.add(job, ttl=job.failure_ttl,
+                                                       exc_string=reason, pipeline=pipe)
+                    Result.create_failure(job, job.failure_ttl, reason, pipeline=pipe)
+                pipe.execute()
+            except WatchError:
+                return False
+        return True
 
     def _lost(self, study_id: int, jobs: list[str]) -> list[bool]:
         """For each job of the study (of a trial no worker has taken): whether RQ no longer has

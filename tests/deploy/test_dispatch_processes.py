@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from redis import Redis
-from rq import Queue
-from rq.job import Job
+from rq import Queue, SimpleWorker
+from rq.executions import Execution
+from rq.job import Job, JobStatus
+from rq.results import Result
 from rq.utils import utcformat
 from sqlalchemy import text
 
@@ -141,6 +143,89 @@ def test_a_job_whose_worker_died_before_taking_its_trial_is_repaired(servers, mo
     assert [e.decode() for e in queue.connection.zrange(registry.key, 0, -1)] == [
         f"{slow}:execution-1"]
     assert b.state.dispatcher.queue_state()["started"] == 1
+
+
+def _start(queue: Queue) -> tuple[SimpleWorker, Job, Execution]:
+    """What an RQ worker does with the next job up to calling its function, whose first
+    heartbeat then does not land (its worker killed, or slow)."""
+    job, _ = Queue.dequeue_any([queue], None, connection=queue.connection)
+    worker = SimpleWorker([queue], connection=queue.connection)
+    execution = worker.prepare_execution(job)
+    worker.prepare_job_execution(job, remove_from_intermediate_queue=True)
+    return worker, job, execution
+
+
+def _finish(worker: SimpleWorker, job: Job, execution: Execution) -> None:
+    """What the RQ worker does when the job's function returns (its heartbeat found the trial
+    renamed: it skipped it)."""
+    (queue,) = worker.queues
+    worker.handle_execution_ended(job, queue, 60)
+    worker.handle_job_success(job, queue, queue.started_job_registry, execution)
+
+
+def _repair_untaken(servers, monkeypatch) -> tuple[SimpleWorker, Job, Execution]:  # type: ignore[no-untyped-def]
+    """A job a worker started whose trial it did not take, repaired."""
+    monkeypatch.setattr(dispatch, "UNTAKEN_SECONDS", 0.5)
+    a, b, _, sid, queue = servers
+    assert a.state.dispatcher.top_up(sid) == 2
+    _sql(a, "UPDATE trials SET started_at = started_at - interval '2 minutes'")
+    started = _start(queue)
+    assert b.state.dispatcher.repair(sid) == 0
+    time.sleep(0.6)
+    return started
+
+
+def test_a_repaired_job_fails_with_why_and_its_worker_if_alive_finishes_it(servers,
+                                                                           monkeypatch):
+    """The job of a worker gone before taking its trial said "started" until Redis expired it
+    (RQ's clean-up, which would have failed it as abandoned, finds jobs by the started-job
+    registry it has left): it fails, saying why, as the repair re-enqueues its trial. A worker
+    alive after all (its heartbeat found the trial renamed) then finishes it as any job."""
+    a, b, _, sid, queue = servers
+    worker, job, execution = _repair_untaken(servers, monkeypatch)
+    assert b.state.dispatcher.repair(sid) == 1
+    (repaired,) = [j for j in queue.job_ids  # bbkb-<study>-<trial>-<attempt>-r<hex>
+                   if j.rpartition("-")[0] == job.id.rpartition("-")[0]]
+    ended = Job.fetch(job.id, connection=queue.connection)
+    assert ended.get_status() == JobStatus.FAILED
+    result = ended.latest_result()
+    assert result is not None and result.type == Result.Type.FAILED
+    assert result.exc_string == (
+        "its worker took no trial in 0.5 s (gone before its first heartbeat landed): the "
+        f"server re-enqueued trial {job.args[0]['trial_id']} as job {repaired}")
+    assert queue.failed_job_registry.get_job_ids() == [job.id]
+    state = b.state.dispatcher.queue_state()
+    assert (state["queued"], state["started"], state["failed"]) == (2, 0, 1)
+
+    _finish(worker, job, execution)
+    ended = Job.fetch(job.id, connection=queue.connection)
+    assert ended.get_status() == JobStatus.FINISHED
+    assert ended.latest_result().type == Result.Type.SUCCESSFUL
+    assert queue.finished_job_registry.get_job_ids() == [job.id]
+    assert queue.started_job_registry.get_job_count(cleanup=False) == 0
+    workers = {w for (w,) in _sql(a, "SELECT worker_id FROM trials WHERE study_id = :sid",
+                                  sid=sid)}
+    assert "rq-" + repaired in workers and "rq-" + job.id not in workers
+
+
+def test_a_repaired_job_its_worker_finished_meanwhile_stays_finished(servers, monkeypatch):
+    """The worker's heartbeat lands just after the repair renamed its trial: its job skips the
+    trial and finishes before the repair ends it. Its own outcome stands."""
+    _, b, _, sid, queue = servers
+    worker, job, execution = _repair_untaken(servers, monkeypatch)
+    enqueue = dispatch.Dispatcher._enqueue
+
+    def enqueue_then_finish(self, payload):  # type: ignore[no-untyped-def]
+        enqueue(self, payload)
+        _finish(worker, job, execution)
+
+    monkeypatch.setattr(dispatch.Dispatcher, "_enqueue", enqueue_then_finish)
+    assert b.state.dispatcher.repair(sid) == 1
+    ended = Job.fetch(job.id, connection=queue.connection)
+    assert ended.get_status() == JobStatus.FINISHED
+    assert ended.latest_result().type == Result.Type.SUCCESSFUL
+    assert queue.failed_job_registry.get_job_count(cleanup=False) == 0
+    assert queue.started_job_registry.get_job_count(cleanup=False) == 0
 
 
 def test_an_exhausted_deterministic_dispatch_waits_quietly_then_ends(servers):
