@@ -118,11 +118,8 @@ def test_a_database_with_studies_goes_down_to_the_first_revision_and_back(databa
     step_up(engine)
     assert current(engine) == head()
     after = _rows(engine)
-    # 0007 pins a study from before it to the values as given (older code refused the key);
-    # GSSBO refuses any setting but the default (it standardises its values itself)
-    assert [s["spec"]["engine"]["normalize_values"] for s in before["studies"]] == ["unit"] * 2
-    assert [s["spec"]["engine"]["normalize_values"] for s in after["studies"]] == ["none", "unit"]
-    after["studies"][0]["spec"]["engine"]["normalize_values"] = "unit"
+    # 0007's downgrade keeps each study's value scaling aside (older code refused the key)
+    assert [s["spec"]["engine"]["normalize_values"] for s in after["studies"]] == ["unit"] * 2
     for name in TABLES:  # every row and value, but those of the columns the downgrade dropped
         later = set(Base.metadata.tables[name].columns.keys()) - kept[name]
         assert [{k: v for k, v in r.items() if k not in later} for r in after[name]] == \
@@ -140,4 +137,47 @@ def test_a_database_with_studies_goes_down_to_the_first_revision_and_back(databa
         assert client.get(f"/v1/studies/{own_id}").status_code == 200
         asked = client.post(f"/v1/studies/{own_id}/suggestions", json={"worker_id": "w3"})
         assert asked.status_code == 200, asked.text
+    engine.dispose()
+
+
+def _specs(engine: Engine) -> list[dict[str, Any]]:
+    with engine.connect() as conn:
+        return [s for (s,) in conn.execute(select(Base.metadata.tables["studies"].c.spec)
+                                           .order_by("id"))]
+
+
+def test_0007_down_and_up_keeps_each_studys_value_scaling(database_url, tmp_path):
+    """0007's downgrade removed normalize_values (older code refuses the key) and its upgrade
+    pinned every study without it to "none", made before the revision or not: a study made
+    with the default "unit" came back on the values as given. The downgrade now keeps the value
+    in the spec, beside the engine config, and the upgrade puts it back; a study from before
+    the revision (the key never set) is pinned as before."""
+    engine = make_engine(database_url)
+    upgrade(engine)
+    candidates = np.random.default_rng(0).random((30, 2)).tolist()
+    with _app(database_url, tmp_path) as client:
+        for name, config in [("unit", {}), ("none", {"normalize_values": "none"}),
+                             ("own", {"strategy": "gssbo"}), ("older", {}),
+                             ("older-own", {"strategy": "gssbo"})]:
+            made = client.post("/v1/studies", json={"name": name, "candidates": candidates,
+                                                    "engine": {"seed": 0, **config}})
+            assert made.status_code == 201, made.text
+    before = _specs(engine)
+    assert [s["engine"]["normalize_values"] for s in before] == ["unit", "none"] + ["unit"] * 3
+
+    downgrade(engine, "0006")
+    down = _specs(engine)
+    assert all("normalize_values" not in s["engine"] for s in down)  # older code refuses it
+    assert [s["downgraded_normalize_values"] for s in down] == ["unit", "none"] + ["unit"] * 3
+    with engine.begin() as conn:  # the last two as older code made them: the key never set
+        studies = Base.metadata.tables["studies"]
+        for study_id, spec in conn.execute(select(studies.c.id, studies.c.spec)
+                                           .where(studies.c.name.like("older%"))).all():
+            conn.execute(studies.update().where(studies.c.id == study_id).values(
+                spec={k: v for k, v in spec.items() if k != "downgraded_normalize_values"}))
+    upgrade(engine)
+    after = _specs(engine)
+    assert after[:3] == before[:3]
+    assert [s["engine"]["normalize_values"] for s in after[3:]] == ["none", "unit"]
+    assert all("downgraded_normalize_values" not in s for s in after)
     engine.dispose()
