@@ -38,6 +38,7 @@ from .errors import (
     ConflictError,
     InvalidArgument,
     NotFoundError,
+    PermissionDeniedError,
     ServerUnavailable,
     ValidationError,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "InvalidArgument",
     "NotFoundError",
     "OptimizeResult",
+    "PermissionDeniedError",
     "QueueState",
     "ResultsSummary",
     "ServerUnavailable",

@@ -5,6 +5,7 @@
     BBKBError                   base of everything below
     ├── APIError                the server answered with an error (status_code, detail, field)
     │   ├── AuthenticationError 401: missing, unknown or revoked API key
+    │   ├── PermissionDeniedError 403: a worker key where an owner key is needed
     │   ├── NotFoundError       404: no such study or trial (or not yours)
     │   ├── ConflictError       409: the state forbids it (trial already completed with
     │   │                       another value, study paused, name taken, ...)
@@ -28,8 +29,8 @@ import pydantic
 from service.api.schemas import error_field
 
 __all__ = ["APIError", "AuthenticationError", "BBKBError", "ConflictError", "InvalidArgument",
-           "NotFoundError", "ServerUnavailable", "ValidationError", "error_from_response",
-           "validated"]
+           "NotFoundError", "PermissionDeniedError", "ServerUnavailable", "ValidationError",
+           "error_from_response", "validated"]
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -54,6 +55,11 @@ class APIError(BBKBError):
 
 class AuthenticationError(APIError):
     """401: the request carried no valid ``Authorization: Bearer <api key>``."""
+
+
+class PermissionDeniedError(APIError):
+    """403: the key may not do this: a worker key (``bbkb keys create --scope worker``) creates,
+    pauses, deletes and dispatches nothing (or a write from a web page's origin without keys)."""
 
 
 class NotFoundError(APIError):
@@ -105,7 +111,8 @@ class ServerUnavailable(BBKBError):
 
 
 _BY_STATUS: dict[int, type[APIError]] = {
-    400: ValidationError, 401: AuthenticationError, 404: NotFoundError, 409: ConflictError,
+    400: ValidationError, 401: AuthenticationError,
+    403: PermissionDeniedError, 404: NotFoundError, 409: ConflictError,
     413: ValidationError, 422: ValidationError}
 
 

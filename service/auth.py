@@ -15,13 +15,33 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .errors import Unauthorized
+from .errors import Forbidden, Unauthorized
 from .store.models import ApiKey, Owner, utcnow
 
 PREFIX = "bbkb_"
 #: How many leading characters of a key are stored in clear, to name it (``keys list``).
 SHOWN = 12
 LOCAL_OWNER = "local"
+#: What a key may do: an ``owner`` key everything its owner may; a ``worker`` key (for the
+#: machines that evaluate: a cluster's workers, a lab instrument) reads the owner's studies and
+#: asks for, heartbeats and reports trials, but creates, pauses, deletes and dispatches nothing.
+SCOPES = ("owner", "worker")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request: the key's owner and what the key may do."""
+
+    owner: int
+    scope: str = "owner"
+
+    def require_owner(self) -> int:
+        """The owner id, or 403 for a worker key (a route that changes what is evaluated)."""
+        if self.scope != "owner":
+            raise Forbidden("a worker key may read studies and ask for, heartbeat and report "
+                            "trials; this needs an owner key (bbkb keys create --owner NAME)",
+                            field="authorization")
+        return self.owner
 
 
 @dataclass(frozen=True)
@@ -30,6 +50,7 @@ class KeyInfo:
 
     prefix: str
     owner: str
+    scope: str
     created_at: datetime
     revoked_at: datetime | None
 
@@ -58,16 +79,19 @@ def owner_id_for(session: Session, name: str) -> int:
 MISSING_KEY = "missing 'Authorization: Bearer <api key>' header"
 
 
-def create_key(session: Session, owner_name: str) -> str:
-    """A new key for ``owner_name`` (created if needed); the token is shown once, never stored."""
+def create_key(session: Session, owner_name: str, scope: str = "owner") -> str:
+    """A new key for ``owner_name`` (created if needed) that may do what ``scope`` allows
+    (:data:`SCOPES`); the token is shown once, never stored."""
+    if scope not in SCOPES:
+        raise ValueError(f"a key's scope is one of {', '.join(SCOPES)}; got {scope!r}")
     token = PREFIX + secrets.token_urlsafe(32)
     session.add(ApiKey(owner_id=owner_id_for(session, owner_name), prefix=token[:SHOWN],
-                       digest=_digest(token)))
+                       digest=_digest(token), scope=scope))
     return token
 
 
-def authenticate(session: Session, authorization: str | None) -> int:
-    """Owner id of a ``Bearer <token>`` header, or 401."""
+def authenticate(session: Session, authorization: str | None) -> Caller:
+    """The owner and scope of a ``Bearer <token>`` header's key, or 401."""
     scheme, token = [*(authorization or "").split(None, 1), "", ""][:2]  # any whitespace
     token = token.strip()
     if not scheme:
@@ -82,7 +106,7 @@ def authenticate(session: Session, authorization: str | None) -> int:
         ApiKey.digest == _digest(token), ApiKey.revoked_at.is_(None))).first()
     if key is None:
         raise Unauthorized("unknown or revoked API key", field="authorization")
-    return key.owner_id
+    return Caller(key.owner_id, key.scope)
 
 
 def list_keys(session: Session, owner_name: str | None = None) -> list[KeyInfo]:
@@ -90,7 +114,7 @@ def list_keys(session: Session, owner_name: str | None = None) -> list[KeyInfo]:
     query = select(ApiKey, Owner.name).join(Owner, ApiKey.owner_id == Owner.id)
     if owner_name is not None:
         query = query.where(Owner.name == owner_name)
-    return [KeyInfo(key.prefix, owner, key.created_at, key.revoked_at)
+    return [KeyInfo(key.prefix, owner, key.scope, key.created_at, key.revoked_at)
             for key, owner in session.execute(query.order_by(ApiKey.id))]
 
 
@@ -116,4 +140,4 @@ def revoke_key(session: Session, key_or_prefix: str) -> tuple[KeyInfo, bool]:
     now = key.revoked_at is None
     if now:
         key.revoked_at = utcnow()
-    return KeyInfo(key.prefix, owner, key.created_at, key.revoked_at), now
+    return KeyInfo(key.prefix, owner, key.scope, key.created_at, key.revoked_at), now

@@ -173,10 +173,11 @@ def _keys_create(args: argparse.Namespace) -> int:
 
     database, new = _keys_database("create", args.create)
     with _keys_session("create", args.create) as session:
-        token = create_key(session, args.owner)
+        token = create_key(session, args.owner, args.scope)
     print(token)
-    print(f"(API key for owner {args.owner!r} in {'the new' if new else 'the'} database "
-          f"{database}: shown once, store it now)", file=sys.stderr)
+    print(f"(API key for owner {args.owner!r}, scope {args.scope}, in "
+          f"{'the new' if new else 'the'} database {database}: shown once, store it now)",
+          file=sys.stderr)
     return 0
 
 
@@ -185,10 +186,10 @@ def _keys_list(args: argparse.Namespace) -> int:
 
     with _keys_session("list") as session:
         keys = list_keys(session, args.owner)
-    print(f"{'KEY':<15} {'OWNER':<20} {'CREATED':<20} REVOKED")
+    print(f"{'KEY':<15} {'OWNER':<20} {'SCOPE':<7} {'CREATED':<20} REVOKED")
     for key in keys:
         revoked = key.revoked_at.strftime(_TIME) if key.revoked_at else "-"
-        print(f"{key.prefix + '...':<15} {key.owner:<20} "
+        print(f"{key.prefix + '...':<15} {key.owner:<20} {key.scope:<7} "
               f"{key.created_at.strftime(_TIME):<20} {revoked}")
     return 0
 
@@ -207,9 +208,10 @@ def _keys_revoke(args: argparse.Namespace) -> int:
 
 
 def _keys_ensure(args: argparse.Namespace) -> int:
-    """Keep a valid key of ``--owner`` in ``--file`` (mode 0600): the one already there if the
-    database knows it for that owner, else a new one. Compose's worker key; rerunning is a no-op."""
-    from .auth import authenticate, create_key, owner_id_for
+    """Keep a valid key of ``--owner`` and ``--scope`` in ``--file`` (mode 0600): the one already
+    there if the database knows it for that owner and scope, else a new one. Compose's worker
+    key; rerunning is a no-op."""
+    from .auth import SHOWN, Caller, authenticate, create_key, owner_id_for
     from .errors import Unauthorized
 
     if not args.file:
@@ -217,14 +219,16 @@ def _keys_ensure(args: argparse.Namespace) -> int:
     path = Path(args.file)
     held = path.read_text().strip() if path.is_file() else ""
     database, _ = _keys_database("ensure", args.create)
+    replaced = None  # a valid key of another owner or scope, which the new one replaces
     with _keys_session("ensure", args.create) as session:
         try:
-            valid = (authenticate(session, f"Bearer {held}")
-                     == owner_id_for(session, args.owner))
+            caller = authenticate(session, f"Bearer {held}")
+            valid = caller == Caller(owner_id_for(session, args.owner), args.scope)
+            replaced = None if valid else held[:SHOWN]
         except Unauthorized:  # no key in the file, or one the database does not know
             valid = False
         if not valid:
-            held = create_key(session, args.owner)
+            held = create_key(session, args.owner, args.scope)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.unlink(missing_ok=True)  # a new file: created with mode 0600, never wider
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -233,8 +237,11 @@ def _keys_ensure(args: argparse.Namespace) -> int:
         else:
             path.chmod(0o600)
     state = "kept" if valid else "created"
-    print(f"API key of owner {args.owner!r} in {path}: {state} (database {database})",
-          file=sys.stderr)
+    print(f"API key of owner {args.owner!r} (scope {args.scope}) in {path}: {state} "
+          f"(database {database})", file=sys.stderr)
+    if replaced:  # it may be in use elsewhere: not revoked here
+        print(f"the key it replaces, {replaced}..., is still valid: bbkb keys revoke "
+              f"{replaced} if nothing else uses it", file=sys.stderr)
     return 0
 
 
@@ -278,6 +285,11 @@ def _processes(text: str) -> int:
 CREATE_HELP = ("create the database if there is none (default: only where --data-dir, "
                "BBKB_DATA_DIR or BBKB_DATABASE_URL names it; else ./bbkb-data must hold the "
                "server's)")
+#: The keys commands' --scope (service.auth.SCOPES, named here so that --help imports no SQL).
+SCOPE_OPTION = {"choices": ("owner", "worker"), "default": "owner",
+                "help": "what the key may do: owner (default) everything; worker only read "
+                        "studies and ask for, heartbeat and report trials (for the machines "
+                        "that evaluate)"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -330,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     create = keys_sub.add_parser("create", parents=[data_dir],
                                  help="create an API key (prints it once)")
     create.add_argument("--owner", required=True, type=_owner, help="owner name (created if new)")
+    create.add_argument("--scope", **SCOPE_OPTION)
     create.add_argument("--create", action="store_true", help=CREATE_HELP)
     create.set_defaults(run=_keys_create)
     ensure = keys_sub.add_parser(
@@ -338,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     ensure.add_argument("--owner", required=True, type=_owner, help="owner name (created if new)")
     ensure.add_argument("--file", default=env("BBKB_API_KEY_FILE"),
                         help="where the key is kept, mode 0600 (default: BBKB_API_KEY_FILE)")
+    ensure.add_argument("--scope", **SCOPE_OPTION)
     ensure.add_argument("--create", action="store_true", help=CREATE_HELP)
     ensure.set_defaults(run=_keys_ensure)
     listing = keys_sub.add_parser("list", parents=[data_dir],

@@ -25,3 +25,7 @@ class Invalid(ServiceError):
 
 class Unauthorized(ServiceError):
     status_code = 401
+
+
+class Forbidden(ServiceError):
+    status_code = 403

@@ -12,7 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from ..auth import LOCAL_OWNER, authenticate, owner_id_for
+from ..auth import LOCAL_OWNER, Caller, authenticate, owner_id_for
 from ..errors import ServiceError
 from ..metrics import Metrics
 from ..runtime import Runtimes
@@ -79,23 +79,37 @@ BEARER = HTTPBearer(auto_error=False, description="An API key (`bbkb keys create
                     "not needed with BBKB_AUTH=none.")
 
 
-async def get_owner(request: Request,
-                    _: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]) -> int:
-    """The caller's owner id; the database is read in the thread pool, never on the loop."""
+async def get_caller(request: Request,
+                     _: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]
+                     ) -> Caller:
+    """The caller's owner and key scope; the database is read in the thread pool, never on
+    the loop."""
     state = request.app.state
     if state.settings.auth == "none" and state.local_owner is not None:
-        return state.local_owner
-    return await run_in_threadpool(_owner, request, request.headers.get("authorization"))
+        return Caller(state.local_owner)
+    return await run_in_threadpool(_caller, request, request.headers.get("authorization"))
 
 
-def _owner(request: Request, authorization: str | None) -> int:
+def _caller(request: Request, authorization: str | None) -> Caller:
     state = request.app.state
     if state.settings.auth == "none":  # the first request: the local owner may be created
         with transaction(state.sessions) as session:
             state.local_owner = owner_id_for(session, LOCAL_OWNER)
-        return state.local_owner
+        return Caller(state.local_owner)
     with transaction(state.read_sessions) as session:  # on SQLite: waits for no writer
         return authenticate(session, authorization)
+
+
+async def get_owner(caller: Annotated[Caller, Depends(get_caller)]) -> int:
+    """The owner id of an owner key; a worker key is a 403 (the routes that decide what is
+    evaluated: create, upload, pause, resume, delete, dispatch, import)."""
+    return caller.require_owner()
+
+
+async def get_worker_owner(caller: Annotated[Caller, Depends(get_caller)]) -> int:
+    """The owner id of any key, a worker key included: the routes that read, and those by which
+    a worker asks for, heartbeats and reports trials."""
+    return caller.owner
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
@@ -104,6 +118,8 @@ RuntimesDep = Annotated[Runtimes, Depends(get_runtimes)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session, scope="function")]
 OwnerDep = Annotated[int, Depends(get_owner)]
+#: Any key of the owner, a worker key included (reads, and the workers' trial routes).
+WorkerDep = Annotated[int, Depends(get_worker_owner)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 
 #: Path identifiers, bounded so that no database integer type can overflow.

@@ -26,8 +26,10 @@ log = logging.getLogger("bbkb.api")
 RESPONSES: dict[int | str, dict] = {
     status: {"model": ErrorBody, "description": text} for status, text in (
         (401, "no valid API key (BBKB_AUTH=keys); with the header WWW-Authenticate: Bearer"),
-        (403, "a write (POST, PUT, DELETE) sent from a web page of another origin (its Origin "
-              "header) to a server without API keys (BBKB_AUTH=none)"),
+        (403, "a worker key (bbkb keys create --scope worker) on a route that needs an owner "
+              "key (create, upload, pause, resume, delete, dispatch, import); or a write sent "
+              "from a web page of another origin (its Origin header) to a server without API "
+              "keys (BBKB_AUTH=none)"),
         (404, "no such study or trial (or another owner's)"),
         (409, "the request conflicts with the state: a different value for a completed trial, "
               "a paused study, candidates not uploaded yet, ..."),

@@ -71,6 +71,9 @@ class ApiKey(Base):
     owner_id: Mapped[int] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
     prefix: Mapped[str] = mapped_column(String(16), index=True)
     digest: Mapped[str] = mapped_column(String(64), unique=True)
+    #: What the key may do (service.auth.SCOPES): ``owner`` everything, ``worker`` read and
+    #: ask for, heartbeat and report trials only.
+    scope: Mapped[str] = mapped_column(String(16), default="owner", server_default="owner")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 

@@ -142,4 +142,5 @@ def test_keys_create_makes_the_database_a_setting_names(no_database_settings, ca
     url = no_database_settings / "url.db"
     monkeypatch.setenv("BBKB_DATABASE_URL", f"sqlite:///{url}")
     code, _, err = run(capsys, "keys", "ensure", "--owner", "lab", "--file", "key")
-    assert code == 0 and err == (f"API key of owner 'lab' in key: created (database {url})\n")
+    assert code == 0 and err == (f"API key of owner 'lab' (scope owner) in key: created "
+                                 f"(database {url})\n")

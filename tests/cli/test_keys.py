@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from client import AuthenticationError, Client
+from client import AuthenticationError, Client, PermissionDeniedError
 from service.api.app import create_app
 from service.auth import SHOWN, _digest
 from service.cli import main
@@ -24,15 +24,15 @@ def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return url
 
 
-def _create(owner: str, capsys: pytest.CaptureFixture[str]) -> str:
-    assert main(["keys", "create", "--owner", owner]) == 0
+def _create(owner: str, capsys: pytest.CaptureFixture[str], *options: str) -> str:
+    assert main(["keys", "create", "--owner", owner, *options]) == 0
     return capsys.readouterr().out.strip()
 
 
 def _listed(capsys: pytest.CaptureFixture[str], *options: str) -> list[list[str]]:
     assert main(["keys", "list", *options]) == 0
     header, *rows = capsys.readouterr().out.splitlines()
-    assert header.split() == ["KEY", "OWNER", "CREATED", "REVOKED"]
+    assert header.split() == ["KEY", "OWNER", "SCOPE", "CREATED", "REVOKED"]
     return [row.split() for row in rows]
 
 
@@ -44,6 +44,32 @@ def test_list_names_keys_by_their_first_characters_only(database, capsys):
     assert [row[1] for row in rows] == ["lab", "other"] and [row[-1] for row in rows] == ["-"] * 2
     assert [row[1] for row in _listed(capsys, "--owner", "other")] == ["other"]
     assert _listed(capsys, "--owner", "nobody") == []
+
+
+def test_a_worker_key_reads_and_reports_but_creates_nothing(database, tmp_path, capsys):
+    """`keys create --scope worker`: the key a cluster's workers hold. Through the SDK it finds
+    its owner's study, asks for and completes a trial; creating, pausing or deleting is a
+    PermissionDeniedError naming the owner key it needs."""
+    owner = _create("lab", capsys)
+    worker = _create("lab", capsys, "--scope", "worker")
+    assert [row[2] for row in _listed(capsys)] == ["owner", "worker"]
+    app = create_app(Settings(database_url=database, auth="keys", data_dir=tmp_path))
+    with TestClient(app, base_url="http://testserver") as http:
+        Client(http=http, api_key=owner).create_study("s", candidates=[[0.0], [1.0], [2.0]],
+                                                      engine={"mode": "async"})
+        study = Client(http=http, api_key=worker).study("s")
+        (trial,) = study.ask("w").trials
+        assert study.tell(trial.id, 1.5, worker_id="w").status == "completed"
+        for refused in (lambda: Client(http=http, api_key=worker).create_study(
+                            "t", candidates=[[0.0], [1.0]]),
+                        study.pause, study.delete):
+            with pytest.raises(PermissionDeniedError, match="needs an owner key") as raised:
+                refused()
+            assert raised.value.status_code == 403 and raised.value.field == "authorization"
+        assert [s.name for s in Client(http=http, api_key=owner).studies()] == ["s"]
+    with pytest.raises(SystemExit):  # argparse: an unknown scope
+        main(["keys", "create", "--owner", "lab", "--scope", "admin"])
+    assert "invalid choice: 'admin'" in capsys.readouterr().err
 
 
 def test_a_revoked_key_is_refused_by_a_running_server(database, tmp_path, capsys):

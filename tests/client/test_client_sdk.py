@@ -504,7 +504,8 @@ def test_public_names_are_pinned():
     assert client.__all__ == [
         "APIError", "AuthenticationError", "BBKBError", "BatchDetail", "BatchPublic", "Client",
         "ConflictError", "DispatchCompleted", "DispatchStatus", "InvalidArgument",
-        "NotFoundError", "OptimizeResult", "QueueState", "ResultsSummary", "ServerUnavailable",
+        "NotFoundError", "OptimizeResult", "PermissionDeniedError", "QueueState",
+        "ResultsSummary", "ServerUnavailable",
         "Study", "StudyPublic", "Suggestions", "TrialPublic", "ValidationError"]
     for name in client.__all__:
         assert getattr(client, name) is not None

@@ -25,7 +25,7 @@ from redis import Redis
 from rq import Worker
 from sqlalchemy.engine import URL, make_url
 
-from client import Client
+from client import Client, PermissionDeniedError
 from service.problems import get_function
 from service.processes import RedisProcess, free_port
 from workers import runner
@@ -160,6 +160,10 @@ def test_the_compose_services_run_a_study_end_to_end(tmp_path, pg_database_url, 
     health = subprocess.run(deploy.healthcheck, env=deploy.env("api"), timeout=30, check=False)
     assert health.returncode == 0  # the image's HEALTHCHECK, against this api
 
+    with Client(deploy.local["api"], api_key=worker_key) as as_worker:  # a worker-scoped key
+        assert as_worker.studies() == []
+        with pytest.raises(PermissionDeniedError, match="needs an owner key"):
+            as_worker.create_study("by a worker", candidates=[[0.0], [1.0]])
     assert deploy.env("worker")["BBKB_API_KEY"] == ""  # nothing pasted into .env
     processes.extend(deploy.start("worker") for _ in range(2))
 

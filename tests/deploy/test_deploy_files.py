@@ -120,8 +120,10 @@ def test_the_workers_get_a_key_made_after_the_migration():
     assert key_file.startswith(read["target"] + "/") and written["target"] == read["target"]
     owner = maker["command"][maker["command"].index("--owner") + 1]
     assert owner == "lab"  # the README's `keys create --owner lab` gives the user's key
-    assert compose_config(BBKB_WORKER_OWNER="team")["services"]["worker-key"]["command"][-1] == \
-        "team"
+    command = compose_config(BBKB_WORKER_OWNER="team")["services"]["worker-key"]["command"]
+    assert command[command.index("--owner") + 1] == "team"
+    # a worker key: a worker machine's key asks for and reports trials, and changes no study
+    assert maker["command"][maker["command"].index("--scope") + 1] == "worker"
     runtime = " ".join(dockerfile_stages()[-1].all("RUN"))
     assert f"install -d -o bbkb -g bbkb -m 0700 {read['target']}" in runtime
 

@@ -46,7 +46,7 @@ def _owner_of(url: str, key: str) -> str | None:
     """The name of the key's owner, or None for a key the database refuses."""
     with _session(url) as session:
         try:
-            owner_id = authenticate(session, f"Bearer {key}")
+            owner_id = authenticate(session, f"Bearer {key}").owner
         except Unauthorized:
             return None
         return session.scalar(select(Owner.name).where(Owner.id == owner_id))
@@ -81,6 +81,34 @@ def test_ensure_makes_the_key_once_and_replaces_one_the_database_refuses(databas
     path.write_text("bbkb_not-a-key-of-this-database\n")  # e.g. the database was recreated
     assert main(["keys", "ensure", "--owner", "team", "--file", str(path)]) == 0
     assert _owner_of(database, path.read_text().strip()) == "team" and _keys(database) == 4
+
+
+def test_ensure_replaces_an_owner_key_by_a_worker_key_and_names_the_old_one(database, tmp_path,
+                                                                          capsys):
+    """Compose's worker-key runs `keys ensure --scope worker`: a deployment from before scopes
+    holds an owner key in the volume, which is replaced by a worker key on the next `up`. The
+    old key is left valid (it may be in use elsewhere) and named with the command to revoke it.
+    """
+    path = tmp_path / "worker"
+    assert main(["keys", "ensure", "--owner", "lab", "--file", str(path)]) == 0
+    wide = path.read_text().strip()
+    capsys.readouterr()
+    assert main(["keys", "ensure", "--owner", "lab", "--file", str(path),
+                 "--scope", "worker"]) == 0
+    narrow = path.read_text().strip()
+    said = capsys.readouterr().err
+    assert narrow != wide and _scope_of(database, narrow) == "worker"
+    assert "API key of owner 'lab' (scope worker)" in said and ": created" in said
+    assert f"bbkb keys revoke {wide[:12]}" in said and _scope_of(database, wide) == "owner"
+    assert main(["keys", "ensure", "--owner", "lab", "--file", str(path),
+                 "--scope", "worker"]) == 0  # a rerun keeps it, and names nothing
+    said = capsys.readouterr().err
+    assert path.read_text().strip() == narrow and "kept" in said and "revoke" not in said
+
+
+def _scope_of(url: str, key: str) -> str:
+    with _session(url) as session:
+        return authenticate(session, f"Bearer {key}").scope
 
 
 def test_ensure_writes_to_BBKB_API_KEY_FILE_and_needs_a_file(database, tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ from ... import studies
 from ...errors import NotFound
 from ...store import queries
 from ...store.arrays import from_bytes
-from ..deps import OwnerDep, ReadSessionDep, StudyId
+from ..deps import ReadSessionDep, StudyId, WorkerDep
 from ..schemas import BatchDetail, BatchList, BatchPublic, TrialPublic
 from .studies import owned
 
@@ -23,7 +23,7 @@ BATCH_PAGE_MAX = 50_000
 
 
 @router.get("/batches")
-def list_batches(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep,
+def list_batches(study_id: StudyId, owner: WorkerDep, session: ReadSessionDep,
                  after: Annotated[int, Query(ge=-1, le=2**31 - 1)] = -1,
                  limit: Annotated[int, Query(ge=1, le=BATCH_PAGE_MAX)] = BATCH_PAGE,
                  ) -> BatchList:
@@ -37,7 +37,7 @@ def list_batches(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep,
 
 
 @router.get("/batches/{index}")
-def get_batch(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep,
+def get_batch(study_id: StudyId, owner: WorkerDep, session: ReadSessionDep,
               index: Annotated[int, Path(ge=0, le=2**31 - 1)]) -> BatchDetail:
     """One batch with its dictionary: the candidates whose embedding its posterior used (the
     dictionary history, batch by batch)."""
@@ -53,7 +53,7 @@ def get_batch(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep,
 
 
 @router.get("/best")
-def get_best(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep) -> TrialPublic | None:
+def get_best(study_id: StudyId, owner: WorkerDep, session: ReadSessionDep) -> TrialPublic | None:
     """The best completed trial, or null while there is none."""
     study = owned(session, study_id, owner)
     best = queries.best_trial(session, study_id, study.spec["direction"] == "maximize")

@@ -17,6 +17,7 @@ from ..deps import (
     SessionDep,
     SettingsDep,
     StudyId,
+    WorkerDep,
 )
 from ..responses import json_answer
 from ..schemas import DispatchComplete, DispatchCompleted, DispatchRequest, DispatchStatus
@@ -112,7 +113,7 @@ def resume_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
 
 
 @router.post("/complete", response_model=DispatchCompleted)
-def complete_dispatched(study_id: StudyId, body: DispatchComplete, owner: OwnerDep,
+def complete_dispatched(study_id: StudyId, body: DispatchComplete, owner: WorkerDep,
                         runtimes: RuntimesDep, metrics: MetricsDep,
                         request: Request) -> Response:
     """A dispatch worker's result and, with ``next``, its next trial (see service.dispatch)."""
@@ -132,6 +133,6 @@ def complete_dispatched(study_id: StudyId, body: DispatchComplete, owner: OwnerD
 
 
 @router.get("")
-def get_dispatch(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep,
+def get_dispatch(study_id: StudyId, owner: WorkerDep, session: ReadSessionDep,
                  runtimes: RuntimesDep) -> DispatchStatus:
     return _status(session, owned(session, study_id, owner), runtimes)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from ...store import queries
 from ...store.models import Study
 from ...ui.optimum import noiseless_values
-from ..deps import AfterId, OwnerDep, PageSize, ReadSessionDep, SettingsDep, StudyId
+from ..deps import AfterId, PageSize, ReadSessionDep, SettingsDep, StudyId, WorkerDep
 from ..schemas import StudyHistory, StudySummary, SummaryList
 from .studies import owned
 
@@ -25,7 +25,7 @@ HISTORY_PAGE_MAX = 200_000
 
 
 @router.get("/summaries")
-def list_summaries(owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep,
+def list_summaries(owner: WorkerDep, session: ReadSessionDep, settings: SettingsDep,
                    after: AfterId = 0, limit: PageSize = 100) -> SummaryList:
     """The caller's studies with counts, best value and last activity, a page at a time as in
     ``GET /v1/studies`` (a few index lookups per study)."""
@@ -43,7 +43,7 @@ def list_summaries(owner: OwnerDep, session: ReadSessionDep, settings: SettingsD
 
 
 @router.get("/studies/{study_id}/history")
-def get_history(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep, request: Request,
+def get_history(study_id: StudyId, owner: WorkerDep, session: ReadSessionDep, request: Request,
                 offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
                 limit: Annotated[int, Query(ge=1, le=HISTORY_PAGE_MAX)] = HISTORY_PAGE,
                 ) -> StudyHistory:

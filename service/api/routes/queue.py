@@ -12,7 +12,7 @@ from redis import RedisError
 from ...dispatch import PROBE_DEADLINE_SECONDS, job_study
 from ...store import queries
 from ...store.database import transaction
-from ..deps import OwnerDep
+from ..deps import WorkerDep
 from ..probes import shared
 from ..schemas import QueueState
 
@@ -20,7 +20,7 @@ router = APIRouter(prefix="/v1", tags=["dispatch"])
 
 
 @router.get("/queue")
-async def get_queue(request: Request, owner: OwnerDep) -> QueueState:
+async def get_queue(request: Request, owner: WorkerDep) -> QueueState:
     """Jobs waiting, being evaluated and failed in the workers' queue, and the live workers.
     Always 200: ``redis`` says whether this server has Redis and whether it answered (each
     command within 2 s, the whole probe within 4 s), so a dashboard can show an outage instead

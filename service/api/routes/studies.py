@@ -22,6 +22,7 @@ from ..deps import (
     SessionDep,
     SettingsDep,
     StudyId,
+    WorkerDep,
     read_body,
     validated,
 )
@@ -159,7 +160,7 @@ def _attach(request: Request, study_id: int, owner: int, data: bytes) -> StudyPu
 
 
 @router.get("")
-def list_studies(owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep,
+def list_studies(owner: WorkerDep, session: ReadSessionDep, settings: SettingsDep,
                  after: AfterId = 0, limit: PageSize = 100, name: str | None = None) -> StudyList:
     """The caller's studies with id > ``after`` in id order, at most ``limit`` (and
     ``BBKB_PAGE_LIMIT``; keyset pagination: follow ``next_after``), or only the one called
@@ -180,7 +181,7 @@ def list_studies(owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep
 
 
 @router.get("/{study_id}")
-def get_study(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep) -> StudyPublic:
+def get_study(study_id: StudyId, owner: WorkerDep, session: ReadSessionDep) -> StudyPublic:
     study = owned(session, study_id, owner)
     return studies.study_public(session, study, studies.ParameterDecoder(session, study))
 

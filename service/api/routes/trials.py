@@ -34,6 +34,7 @@ from ..deps import (
     SettingsDep,
     StudyId,
     TrialId,
+    WorkerDep,
     read_body,
     validated,
 )
@@ -67,7 +68,7 @@ router = APIRouter(prefix="/v1/studies/{study_id}", tags=["trials"])
 
 
 @router.post("/suggestions", response_model=Suggestions)
-def create_suggestions(study_id: StudyId, body: SuggestRequest, owner: OwnerDep,
+def create_suggestions(study_id: StudyId, body: SuggestRequest, owner: WorkerDep,
                        runtimes: RuntimesDep, metrics: MetricsDep) -> Response:
     """Trials for a worker: its running ones again (idempotent), requeued ones, then new ones."""
     def change(session, runtime, study):  # type: ignore[no-untyped-def]
@@ -91,7 +92,7 @@ def _trial_change(runtimes, study_id: StudyId, owner: int, action, **kwargs) -> 
 
 
 @router.post("/trials/{trial_id}/complete", response_model=TrialPublic)
-def complete_trial(study_id: StudyId, trial_id: TrialId, body: CompleteRequest, owner: OwnerDep,
+def complete_trial(study_id: StudyId, trial_id: TrialId, body: CompleteRequest, owner: WorkerDep,
                    runtimes: RuntimesDep, metrics: MetricsDep, request: Request) -> Response:
     trial = _trial_change(runtimes, study_id, owner, trials.complete, trial_id=trial_id,
                           value=body.value)
@@ -101,7 +102,7 @@ def complete_trial(study_id: StudyId, trial_id: TrialId, body: CompleteRequest, 
 
 
 @router.post("/trials/{trial_id}/fail", response_model=TrialPublic)
-def fail_trial(study_id: StudyId, trial_id: TrialId, body: FailRequest, owner: OwnerDep,
+def fail_trial(study_id: StudyId, trial_id: TrialId, body: FailRequest, owner: WorkerDep,
                runtimes: RuntimesDep, metrics: MetricsDep, request: Request) -> Response:
     trial = _trial_change(runtimes, study_id, owner, trials.fail, trial_id=trial_id,
                           reason=body.reason, retryable=body.retryable,
@@ -118,7 +119,7 @@ def _wake_dispatcher(request: Request) -> None:
 
 
 @router.post("/trials/{trial_id}/heartbeat", response_model=TrialPublic)
-def heartbeat_trial(study_id: StudyId, trial_id: TrialId, owner: OwnerDep,
+def heartbeat_trial(study_id: StudyId, trial_id: TrialId, owner: WorkerDep,
                     runtimes: RuntimesDep, body: HeartbeatRequest | None = None) -> Response:
     """Extend the trial's lease; the body (``worker_id``, checked if given) is optional."""
     return json_answer(_trial_change(runtimes, study_id, owner, trials.heartbeat,
@@ -166,7 +167,7 @@ async def import_observations_csv(study_id: StudyId, request: Request, owner: Ow
 @router.post("/results", response_model=ResultsSummary, openapi_extra={"requestBody": {
     "content": {"application/json": {"schema": _inlined(ResultsRequest.model_json_schema())}},
     "required": True}})
-async def post_results(study_id: StudyId, request: Request, owner: OwnerDep,
+async def post_results(study_id: StudyId, request: Request, owner: WorkerDep,
                        runtimes: RuntimesDep, settings: SettingsDep,
                        metrics: MetricsDep) -> Response:
     """Results of many trials at once: each row a trial's value (as its complete records it)
@@ -181,7 +182,7 @@ async def post_results(study_id: StudyId, request: Request, owner: OwnerDep,
 
 @router.post("/results.csv", response_model=ResultsSummary, openapi_extra={"requestBody": {
     "content": {"text/csv": {"schema": {"type": "string"}}}, "required": True}})
-async def post_results_csv(study_id: StudyId, request: Request, owner: OwnerDep,
+async def post_results_csv(study_id: StudyId, request: Request, owner: WorkerDep,
                            runtimes: RuntimesDep, settings: SettingsDep,
                            metrics: MetricsDep) -> Response:
     """A lab's sheet of results: a CSV with a header holding ``trial_id`` and ``value`` (the
@@ -337,7 +338,7 @@ def _csv_records(raw: bytes, required: tuple[str, ...]) -> Iterator[tuple[int, d
 
 
 @router.get("/trials")
-def list_trials(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep, settings: SettingsDep,
+def list_trials(study_id: StudyId, owner: WorkerDep, session: ReadSessionDep, settings: SettingsDep,
                 runtimes: RuntimesDep,
                 after: Annotated[int | None, Query(
                     ge=-1, le=2**62, description="The cursor: the t the previous page ended at "
@@ -373,7 +374,7 @@ def list_trials(study_id: StudyId, owner: OwnerDep, session: ReadSessionDep, set
 
 
 @router.get("/trials/{trial_id}")
-def get_trial(study_id: StudyId, trial_id: TrialId, owner: OwnerDep,
+def get_trial(study_id: StudyId, trial_id: TrialId, owner: WorkerDep,
               session: ReadSessionDep) -> TrialPublic:
     study = owned(session, study_id, owner)
     trial = queries.trial_by_id(session, study_id, trial_id)
@@ -384,7 +385,7 @@ def get_trial(study_id: StudyId, trial_id: TrialId, owner: OwnerDep,
 
 @router.get("/export", response_class=StreamingResponse,
             responses={200: {"content": {"text/csv": {}}}})
-def export_trials(study_id: StudyId, owner: OwnerDep, request: Request,
+def export_trials(study_id: StudyId, owner: WorkerDep, request: Request,
                   format: Literal["csv"] = "csv") -> StreamingResponse:
     """Every trial as CSV (streamed page by page), with named parameters as columns."""
     with transaction(request.app.state.read_sessions) as session:

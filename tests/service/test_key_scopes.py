@@ -1,0 +1,177 @@
+"""Key scopes: a worker key (`bbkb keys create --scope worker`) reads its owner's studies and
+asks for, heartbeats and reports trials, and is a 403 on every route that decides what is
+evaluated; an owner key does everything; every /v1 route is one or the other."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fastapi.routing import APIRoute
+from sqlalchemy import select, text
+
+from service.api import routes
+from service.api.app import create_app
+from service.api.deps import get_owner, get_worker_owner
+from service.auth import create_key
+from service.settings import Settings
+from service.store.database import make_engine, session_factory, transaction
+from service.store.migrate import current, downgrade, head, upgrade
+from service.store.models import ApiKey
+
+from .helpers import app_client, create_study
+
+#: The writes a worker key may send: asking for, heartbeating and reporting trials.
+WORKER_WRITES = {
+    ("POST", "/v1/studies/{study_id}/suggestions"),
+    ("POST", "/v1/studies/{study_id}/trials/{trial_id}/complete"),
+    ("POST", "/v1/studies/{study_id}/trials/{trial_id}/fail"),
+    ("POST", "/v1/studies/{study_id}/trials/{trial_id}/heartbeat"),
+    ("POST", "/v1/studies/{study_id}/results"),
+    ("POST", "/v1/studies/{study_id}/results.csv"),
+    ("POST", "/v1/studies/{study_id}/dispatch/complete"),
+}
+
+
+def _dependencies(route: APIRoute) -> set:
+    """Every dependency callable of a route, nested ones included."""
+    found, todo = set(), list(route.dependant.dependencies)
+    while todo:
+        dependant = todo.pop()
+        found.add(dependant.call)
+        todo += dependant.dependencies
+    return found
+
+
+def test_every_v1_route_takes_an_owner_key_or_is_a_read_or_a_worker_write(tmp_path):
+    """A route added later without thinking of scopes fails here rather than let a worker key
+    (or nobody) through: each /v1 route names get_owner or get_worker_owner, and the worker
+    ones are the reads and the trial routes above."""
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'b.db'}", data_dir=tmp_path))
+    served = {(method.upper(), path) for path, item in app.openapi()["paths"].items()
+              for method in item if path.startswith("/v1/")}
+    worker, owner = set(), set()
+    for module in vars(routes).values():
+        router = getattr(module, "router", None)
+        for route in getattr(router, "routes", ()):
+            if not isinstance(route, APIRoute) or not route.path.startswith("/v1/"):
+                continue
+            calls = _dependencies(route)
+            assert (get_owner in calls) != (get_worker_owner in calls), route.path
+            for method in route.methods:
+                (owner if get_owner in calls else worker).add((method, route.path))
+    assert served <= worker | owner  # every route of the schema was looked at
+    assert {(m, p) for m, p in worker if m != "GET"} == WORKER_WRITES
+    assert all(m != "GET" for m, _ in owner)  # every read takes a worker key too
+    assert ("DELETE", "/v1/studies/{study_id}") in owner
+    assert ("POST", "/v1/studies/{study_id}/dispatch") in owner
+
+
+def test_a_worker_key_runs_trials_and_changes_no_study(database_url, tmp_path):
+    with app_client(database_url, tmp_path, auth="keys") as client:
+        with transaction(client.app.state.sessions) as session:
+            owner_key = create_key(session, "lab")
+            worker_key = create_key(session, "lab", "worker")
+            other_worker = create_key(session, "elsewhere", "worker")
+        as_owner = {"Authorization": f"Bearer {owner_key}"}
+        as_worker = {"Authorization": f"Bearer {worker_key}"}
+        client.headers.update(as_owner)
+        sid = create_study(client, name="s", engine={"strategy": "bbkb", "mode": "async",
+                                                     "seed": 0})["id"]
+        base = f"/v1/studies/{sid}"
+
+        client.headers.update(as_worker)  # the worker's whole round: read, ask, beat, report
+        assert [s["id"] for s in client.get("/v1/studies").json()["studies"]] == [sid]
+        trials = client.post(f"{base}/suggestions",
+                             json={"worker_id": "w", "count": 3}).json()["trials"]
+        assert len(trials) == 3
+        first, second, third = (t["id"] for t in trials)
+        assert client.post(f"{base}/trials/{first}/heartbeat").status_code == 200
+        done = client.post(f"{base}/trials/{first}/complete", json={"value": 0.5})
+        assert done.status_code == 200 and done.json()["status"] == "completed", done.text
+        failed = client.post(f"{base}/trials/{second}/fail", json={"reason": "bench broke"})
+        assert failed.status_code == 200, failed.text
+        bulk = client.post(f"{base}/results", json={"results": [{"trial_id": third,
+                                                                 "value": 0.25}]})
+        assert bulk.status_code == 200 and bulk.json()["completed"] == 1, bulk.text
+        for path in ("", "/trials", f"/trials/{first}", "/export", "/batches", "/best",
+                     "/history", "/dispatch"):
+            assert client.get(base + path).status_code == 200, path
+        assert client.get("/v1/summaries").status_code == 200
+        assert client.get("/v1/queue").status_code == 200
+
+        refused = [  # everything that decides what is evaluated, or deletes it
+            client.post("/v1/studies", json={"name": "new", "candidates": [[0.0], [1.0]]}),
+            client.put(f"{base}/candidates", content=b"x"),
+            client.post(f"{base}/pause"),
+            client.post(f"{base}/resume"),
+            client.delete(base),
+            client.post(f"{base}/dispatch", json={"n_evaluations": 5,
+                                                  "objective": "function:branin"}),
+            client.post(f"{base}/dispatch/pause"),
+            client.post(f"{base}/dispatch/resume"),
+            client.post(f"{base}/observations", json={"observations": [{"candidate": 0,
+                                                                        "value": 1.0}]}),
+            client.post(f"{base}/observations.csv", content=b"candidate,value\n0,1\n"),
+        ]
+        for answer in refused:
+            assert answer.status_code == 403, (answer.request.url, answer.text)
+            assert answer.json()["field"] == "authorization"
+            assert "needs an owner key" in answer.json()["detail"]
+        study = client.get(base).json()
+        assert study["status"] == "active" and study["counts"].get("completed") == 2, study
+        assert [s["name"] for s in client.get("/v1/studies").json()["studies"]] == ["s"]
+
+        client.headers.update({"Authorization": f"Bearer {other_worker}"})
+        assert client.get(base).status_code == 404  # scopes do not cross owners
+        assert client.post(f"{base}/suggestions", json={"worker_id": "x"}).status_code == 404
+
+        client.headers.update(as_owner)  # the owner key still may
+        assert client.post(f"{base}/pause").status_code == 200
+        assert client.delete(base).status_code == 204
+
+
+def test_an_unknown_scope_is_refused(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'b.db'}")
+    upgrade(engine)
+    try:
+        with transaction(session_factory(engine)) as session, \
+                pytest.raises(ValueError, match="one of owner, worker; got 'admin'"):
+            create_key(session, "lab", "admin")
+    finally:
+        engine.dispose()
+
+
+def test_keys_made_before_scopes_are_owner_keys_and_a_downgrade_revokes_worker_keys(
+        database_url):
+    """0009 adds the scope: every key stored before is an owner key (as it was); going back
+    below it revokes the worker keys rather than widen them into owner keys."""
+    engine = make_engine(database_url)
+    try:
+        upgrade(engine, "0008")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO owners (id, name, created_at) "
+                              "VALUES (1, 'lab', CURRENT_TIMESTAMP)"))
+            conn.execute(text("INSERT INTO api_keys (owner_id, prefix, digest, created_at) "
+                              "VALUES (1, 'bbkb_old', :d, CURRENT_TIMESTAMP)"), {"d": "0" * 64})
+        upgrade(engine)
+        assert current(engine) == head()
+        with engine.begin() as conn:
+            assert conn.execute(select(ApiKey.scope)).scalars().all() == ["owner"]
+            conn.execute(text("INSERT INTO api_keys (owner_id, prefix, digest, scope, "
+                              "created_at) VALUES (1, 'bbkb_wrk', :d, 'worker', "
+                              "CURRENT_TIMESTAMP)"), {"d": "1" * 64})
+        downgrade(engine, "0008")
+        with engine.connect() as conn:
+            revoked = dict(conn.execute(text(
+                "SELECT prefix, revoked_at IS NOT NULL FROM api_keys")).all())
+        assert revoked == {"bbkb_old": False, "bbkb_wrk": True}
+    finally:
+        engine.dispose()
+
+
+def test_scopes_do_not_change_what_keys_without_auth_may_do(database_url, tmp_path):
+    """BBKB_AUTH=none: every caller is the local owner, with an owner's rights."""
+    with app_client(database_url, tmp_path) as client:
+        sid = create_study(client, name="s", candidates=np.eye(3).tolist())["id"]
+        assert client.post(f"/v1/studies/{sid}/pause").status_code == 200
+        assert client.delete(f"/v1/studies/{sid}").status_code == 204
