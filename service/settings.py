@@ -56,6 +56,13 @@ class Settings(BaseSettings):
         default=None, description="Configure logging at start-up: 'json' = one JSON object per "
                                   "line; unset: leave logging to the host process.")
     log_level: Annotated[str, AfterValidator(check_level)] = "info"
+    owner_max_studies: int | None = Field(
+        default=None, gt=0, description="Studies one owner may hold (deleted ones aside): a "
+        "create past it is a 409. Unset: no limit.")
+    owner_max_parallelism: int | None = Field(
+        default=None, gt=0, description="Parallel evaluations the running dispatches of one "
+        "owner may ask of the shared worker pool together: a dispatch started or resumed past "
+        "it is a 409. Unset: no limit.")
     objective_modules: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="Comma-separated module prefixes that import-path objectives "
         "('package.module:function') may come from ('mylab' allows 'mylab.objectives', not "
@@ -73,10 +80,11 @@ class Settings(BaseSettings):
         except ValueError as exc:  # the error names the setting itself: not twice
             raise ValueError(str(exc).removeprefix(f"{MODULES_VARIABLE}: ")) from None
 
-    @field_validator("log_format", mode="before")
+    @field_validator("log_format", "owner_max_studies", "owner_max_parallelism", mode="before")
     @classmethod
-    def _log_format(cls, value: object) -> object:
-        """Empty (``BBKB_LOG_FORMAT=``) is unset, as the ``bbkb`` command reads it."""
+    def _empty_is_unset(cls, value: object) -> object:
+        """Empty (``BBKB_LOG_FORMAT=``, as compose passes an unset variable) is unset, as the
+        ``bbkb`` command reads it."""
         return None if value == "" else value
 
     @field_validator("database_url")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from ... import dispatch, studies, trials
+from ... import dispatch, quotas, studies, trials
 from ...errors import Conflict, Invalid
 from ...objectives import FORMS, check_fits, check_objective
 from ...store import queries
@@ -59,6 +59,7 @@ def start_dispatch(study_id: StudyId, body: DispatchRequest, owner: OwnerDep,
     if request.app.state.dispatcher is None:
         raise Conflict("this server has no Redis (set BBKB_REDIS_URL) to dispatch to",
                        field="redis")
+    quotas.check_parallelism(session, study, body.parallelism, settings.owner_max_parallelism)
     finished, completed = dispatch.outcomes(session, runtimes, study)  # counted from here
     if study.dispatch and study.dispatch.get("objective") != objective:
         # the old dispatch's queued jobs would run its objective: their trials go back to the
@@ -102,10 +103,14 @@ def pause_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
 def resume_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
                     runtimes: RuntimesDep, settings: SettingsDep,
                     request: Request) -> DispatchStatus:
-    plan = owned(session, study_id, owner, lock=True).dispatch
+    study = owned(session, study_id, owner, lock=True)
+    plan = study.dispatch
     if plan and plan.get("objective"):  # BBKB_OBJECTIVE_MODULES may have changed since
         check_objective(plan["objective"], settings.objective_modules,
                         job_timeout=int(plan.get("job_timeout", 3600)))
+    if plan and plan.get("status") == "paused":
+        quotas.check_parallelism(session, study, int(plan.get("parallelism", 8)),
+                                 settings.owner_max_parallelism)
     status = _set(study_id, owner, session, runtimes, "running")
     if request.app.state.dispatcher is not None:
         request.app.state.dispatcher.wake.set()

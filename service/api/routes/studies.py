@@ -7,7 +7,7 @@ import json
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from ... import studies
+from ... import quotas, studies
 from ...errors import Conflict, Invalid, NotFound
 from ...settings import Settings
 from ...store import queries
@@ -82,6 +82,7 @@ def _create(request: Request, owner: int, settings: Settings, raw: bytes) -> Stu
                               settings.objective_modules)
     candidates = studies.candidates_of(body, seed=int(spec["engine"]["seed"]))
     with transaction(request.app.state.sessions) as session:
+        quotas.check_studies(session, owner, settings.owner_max_studies)
         study = studies.create(session, owner, body, candidates, spec)
         return studies.study_public(session, study,
                                     studies.ParameterDecoder(session, study, candidates))
