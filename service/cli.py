@@ -434,6 +434,8 @@ def _run(args: argparse.Namespace) -> int:
         if error.field in ("database_url", "redis_url"):  # their passwords are not echoed
             detail = re.sub(r"(://[^:/\s]*:).*@", r"\1***@", detail.rsplit("; got ", 1)[0])
             detail = re.sub(r"(password=)[^&\s'\"]*", r"\1***", detail, flags=re.I)
+        if error.field == "metrics_token":  # a secret
+            detail = detail.rsplit("; got ", 1)[0].replace(" items", " characters")
         raise SystemExit(f"bbkb {args.command}: {name}: {detail}") from None
     except OperationalError as exc:
         from .store.database import error_line

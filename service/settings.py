@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
@@ -63,6 +63,10 @@ class Settings(BaseSettings):
         default=None, gt=0, description="Parallel evaluations the running dispatches of one "
         "owner may ask of the shared worker pool together: a dispatch started or resumed past "
         "it is a 409. Unset: no limit.")
+    metrics_token: SecretStr | None = Field(
+        default=None, min_length=16, description="A secret the Prometheus scraper sends as "
+        "'Authorization: Bearer <token>'; /metrics answers 401 without it. Unset: /metrics is "
+        "open (its metrics carry no study or owner names).")
     objective_modules: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="Comma-separated module prefixes that import-path objectives "
         "('package.module:function') may come from ('mylab' allows 'mylab.objectives', not "
@@ -80,7 +84,8 @@ class Settings(BaseSettings):
         except ValueError as exc:  # the error names the setting itself: not twice
             raise ValueError(str(exc).removeprefix(f"{MODULES_VARIABLE}: ")) from None
 
-    @field_validator("log_format", "owner_max_studies", "owner_max_parallelism", mode="before")
+    @field_validator("log_format", "owner_max_studies", "owner_max_parallelism",
+                     "metrics_token", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         """Empty (``BBKB_LOG_FORMAT=``, as compose passes an unset variable) is unset, as the

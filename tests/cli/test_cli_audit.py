@@ -144,7 +144,8 @@ def test_bad_database_and_redis_urls_are_one_line_without_their_password() -> No
             ("BBKB_DATABASE_URL", "postgresql+psycopg2://u:secret@h/db",
              "the driver of 'postgresql+psycopg2' is not installed"),
             ("BBKB_REDIS_URL", "notaurl", "not a Redis URL"),
-            ("BBKB_REDIS_URL", "redis://:secret@h:port/0", "not a Redis URL")):
+            ("BBKB_REDIS_URL", "redis://:secret@h:port/0", "not a Redis URL"),
+            ("BBKB_METRICS_TOKEN", "secret", "Value should have at least 16 characters")):
         done = bbkb(*command, env=bbkb_env(**{variable: url}))
         err = done.stderr.decode()
         assert done.returncode == 1 and err.count("\n") == 1, err

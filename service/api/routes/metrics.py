@@ -1,13 +1,25 @@
-"""Prometheus scrape endpoint."""
+"""Prometheus scrape endpoint; with ``BBKB_METRICS_TOKEN`` set, only for a scraper that sends it
+(``Authorization: Bearer <token>``, Prometheus' ``authorization`` / ``bearer_token_file``)."""
 
 from __future__ import annotations
 
+import secrets
+
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
+
+from ...errors import Unauthorized
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/metrics", response_class=Response)
 def get_metrics(request: Request) -> Response:
+    token = request.app.state.settings.metrics_token
+    if token is not None:
+        scheme, _, given = request.headers.get("authorization", "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(
+                given.strip().encode(), token.get_secret_value().encode()):
+            raise Unauthorized("/metrics needs 'Authorization: Bearer <BBKB_METRICS_TOKEN>'",
+                               field="authorization")
     return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
