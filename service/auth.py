@@ -90,8 +90,9 @@ def create_key(session: Session, owner_name: str, scope: str = "owner") -> str:
     return token
 
 
-def authenticate(session: Session, authorization: str | None) -> Caller:
-    """The owner and scope of a ``Bearer <token>`` header's key, or 401."""
+def bearer_token(authorization: str | None) -> str:
+    """The token of a ``Bearer <token>`` header (any whitespace between), or 401 saying what
+    is wrong with the header."""
     scheme, token = [*(authorization or "").split(None, 1), "", ""][:2]  # any whitespace
     token = token.strip()
     if not scheme:
@@ -102,6 +103,12 @@ def authenticate(session: Session, authorization: str | None) -> Caller:
                "no scheme" if not token or not named else f"scheme {scheme!r}")
         raise Unauthorized(f"the Authorization header must be 'Bearer <api key>' ({why})",
                            field="authorization")
+    return token
+
+
+def authenticate(session: Session, authorization: str | None) -> Caller:
+    """The owner and scope of a ``Bearer <token>`` header's key, or 401."""
+    token = bearer_token(authorization)
     key = session.scalars(select(ApiKey).where(
         ApiKey.digest == _digest(token), ApiKey.revoked_at.is_(None))).first()
     if key is None:

@@ -129,7 +129,7 @@ class Dispatcher:
     """Enqueues evaluation jobs for dispatching studies; one per server process."""
 
     def __init__(self, runtimes: Runtimes, sessions: Any, read_sessions: Any, redis_url: str,
-                 objective_modules: tuple[str, ...] = ()) -> None:
+                 objective_modules: tuple[str, ...] = (), *, bounded: bool = False) -> None:
         from redis import Redis
         from rq import Queue
 
@@ -138,6 +138,9 @@ class Dispatcher:
         # (BEGIN IMMEDIATE) at every pass, i.e. at every result, and make API writers wait
         self.read_sessions = read_sessions
         self.objective_modules = objective_modules  # BBKB_OBJECTIVE_MODULES
+        #: every dispatch holds to its parallelism, sync ones too (which otherwise hand out
+        #: whole batches): set with BBKB_OWNER_MAX_PARALLELISM, which counts parallelism
+        self.bounded = bounded
         self.redis = Redis.from_url(redis_url, socket_connect_timeout=REDIS_SECONDS,
                                     socket_timeout=REDIS_SECONDS)  # a hang must end
         self.queue = Queue(QUEUE, connection=self.redis)
@@ -212,7 +215,7 @@ class Dispatcher:
         """Whether a top-up can change anything, read without the study's lock: an idle pass
         must not bump the study's version, which makes every other server process rebuild its
         engine from the database. Async: a free slot. Sync: not waiting for its batch
-        (:func:`_waiting_for_its_batch`)."""
+        (:func:`_waiting_for_its_batch`), and a free slot if :attr:`bounded`."""
         with transaction(self.read_sessions) as session:
             study = session.get(Study, study_id)
             if study is None or (study.dispatch or {}).get("status") != "running":
@@ -228,7 +231,8 @@ class Dispatcher:
                 exhausted = False  # trials returned to the pool are still to hand out
         if remaining(plan, done, in_flight) <= 0 or exhausted:
             return in_flight == 0  # then the top-up marks the dispatch done
-        return not waiting if sync else in_flight < int(plan.get("parallelism", 1))
+        free = in_flight < int(plan.get("parallelism", 1))
+        return (not waiting and (free or not self.bounded)) if sync else free
 
     def _ask(self, session, runtime, study) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
         plan = study.dispatch or {}
@@ -239,7 +243,9 @@ class Dispatcher:
         if budget <= 0 and in_flight == 0:
             study.dispatch = {**plan, "status": "done"}
         sync = runtime.strategy.config.mode == "sync"
-        want = min(budget, 10_000 if sync else int(plan.get("parallelism", 1)) - in_flight)
+        slots = (10_000 if sync and not self.bounded
+                 else int(plan.get("parallelism", 1)) - in_flight)
+        want = min(budget, slots)
         if want <= 0:
             return []
         try:

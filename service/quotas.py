@@ -40,10 +40,11 @@ def check_studies(session: Session, owner_id: int, limit: int | None) -> None:
                        f"({limit}) allows: delete one to create another")
 
 
-def check_parallelism(session: Session, study: Study, parallelism: int,
-                      limit: int | None) -> None:
+def check_parallelism(session: Session, study: Study, parallelism: int, limit: int | None, *,
+                      resume: bool = False) -> None:
     """409 if ``study``'s dispatch running at ``parallelism`` would take the owner's running
-    dispatches (paused ones and the study's own current one aside) past ``limit``."""
+    dispatches (paused ones and the study's own current one aside) past ``limit``; its advice
+    for a ``resume`` (which asks for no parallelism) is a new dispatch."""
     if limit is None:
         return
     lock_owner(session, study.owner_id)
@@ -59,5 +60,6 @@ def check_parallelism(session: Session, study: Study, parallelism: int,
             f"this owner's running dispatches ({len(running)}, in studies "
             f"{', '.join(map(str, sorted(running)[:5]))}{' ...' if len(running) > 5 else ''}) "
             f"use {used} of the {limit} parallel evaluations BBKB_OWNER_MAX_PARALLELISM allows: "
-            + (f"ask for parallelism <= {room}, or pause one" if room else
-               "pause one first"), field="parallelism")
+            + ("pause one first" if not room else
+               f"pause one, or start a new dispatch with parallelism <= {room}" if resume else
+               f"ask for parallelism <= {room}, or pause one"), field="parallelism")

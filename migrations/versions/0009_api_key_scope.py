@@ -26,8 +26,11 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    # a worker key would become an owner key: revoke those first, rather than widen them
-    op.execute("UPDATE api_keys SET revoked_at = CURRENT_TIMESTAMP "
+    # a worker key would become an owner key: revoke those first, rather than widen them (at
+    # the time in UTC, as the column holds it: PostgreSQL's CURRENT_TIMESTAMP is its zone's)
+    postgres = op.get_context().dialect.name == "postgresql"
+    now = "timezone('UTC', now())" if postgres else "CURRENT_TIMESTAMP"
+    op.execute(f"UPDATE api_keys SET revoked_at = {now} "
                "WHERE scope <> 'owner' AND revoked_at IS NULL")
     with op.batch_alter_table('api_keys', schema=None) as batch_op:
         batch_op.drop_column('scope')

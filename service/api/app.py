@@ -161,7 +161,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.local_owner = None
     app.state.dispatcher = (Dispatcher(app.state.runtimes, app.state.sessions,
                                        app.state.read_sessions, settings.redis_url,
-                                       settings.objective_modules)
+                                       settings.objective_modules,
+                                       bounded=settings.owner_max_parallelism is not None)
                             if settings.redis_url else None)
     app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
     app.add_middleware(BodySizeLimit, json=settings.max_json_bytes,

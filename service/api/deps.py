@@ -118,6 +118,8 @@ RuntimesDep = Annotated[Runtimes, Depends(get_runtimes)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session, scope="function")]
 OwnerDep = Annotated[int, Depends(get_owner)]
+#: The caller itself, for a route whose scope depends on its arguments (Caller.require_owner).
+CallerDep = Annotated[Caller, Depends(get_caller)]
 #: Any key of the owner, a worker key included (reads, and the workers' trial routes).
 WorkerDep = Annotated[int, Depends(get_worker_owner)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]

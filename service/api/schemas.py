@@ -24,10 +24,24 @@ from pydantic import (
 from ..searchspace import Parameter
 from .numbers import JsonBool, JsonFloat, JsonInt, NotBlank, Number, PlainText
 
-Name = Annotated[str, Field(min_length=1, max_length=200), *PlainText, NotBlank]
+#: The longest name (the columns' VARCHAR(200)).
+NAME_LENGTH = 200
+Name = Annotated[str, Field(min_length=1, max_length=NAME_LENGTH), *PlainText, NotBlank]
+
+
+def _composed_fits(name: str) -> str:
+    """NFC can lengthen a name (U+0958 becomes two characters, some presentation forms
+    three): the stored form must fit the column too (a 500 on PostgreSQL before)."""
+    if len(name) > NAME_LENGTH:
+        raise ValueError(f"the name's composed (NFC) form has {len(name)} characters; at "
+                         f"most {NAME_LENGTH}")
+    return name
+
+
 #: A study's name, in Unicode's composed form (NFC): "é" typed as one character or as "e" and a
 #: combining accent is the same name, found by the same ``name=``.
-StudyName = Annotated[Name, AfterValidator(partial(unicodedata.normalize, "NFC"))]
+StudyName = Annotated[Name, AfterValidator(partial(unicodedata.normalize, "NFC")),
+                      AfterValidator(_composed_fits)]
 
 
 def name_forms(name: str) -> set[str]:

@@ -23,7 +23,7 @@ def test_metrics_need_the_token_when_one_is_set(tmp_path):
             assert refused.headers["WWW-Authenticate"] == "Bearer"
             assert refused.json()["field"] == "authorization"
             assert TOKEN not in refused.text
-        for header in (f"Bearer {TOKEN}", f"bearer  {TOKEN} "):
+        for header in (f"Bearer {TOKEN}", f"bearer  {TOKEN} ", f"Bearer\t{TOKEN}"):
             scraped = client.get("/metrics", headers={"Authorization": header})
             assert scraped.status_code == 200 and "bbkb_request_seconds" in scraped.text
         assert client.get("/healthz").status_code == 200  # the probes stay open

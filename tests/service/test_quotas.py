@@ -87,6 +87,11 @@ def test_running_dispatches_share_owner_max_parallelism(database_url, tmp_path, 
         resumed = client.post(f"/v1/studies/{a}/dispatch/resume", headers=lab)
         assert resumed.status_code == 409 and "use 10 of the 10" in resumed.json()["detail"]
         assert client.get(f"/v1/studies/{a}/dispatch", headers=lab).json()["status"] == "paused"
+        assert client.post(f"/v1/studies/{c}/dispatch", headers=lab, json={
+            "n_evaluations": 50, "parallelism": 4}).status_code == 200  # c: 6 -> 4
+        resumed = client.post(f"/v1/studies/{a}/dispatch/resume", headers=lab)
+        assert resumed.status_code == 409  # 4 + 4 + 6 > 10; resume asks for no parallelism:
+        assert "start a new dispatch with parallelism <= 2" in resumed.json()["detail"]
         assert client.delete(f"/v1/studies/{c}", headers=lab).status_code == 204
         resumed = client.post(f"/v1/studies/{a}/dispatch/resume", headers=lab)
         assert resumed.status_code == 200 and resumed.json()["status"] == "running"
@@ -124,3 +129,39 @@ def test_limits_are_positive_integers_and_empty_is_unset(value, tmp_path, monkey
     else:
         with pytest.raises(ValueError, match="owner_max_parallelism"):
             Settings(data_dir=tmp_path)
+
+
+def test_under_a_parallelism_quota_a_sync_dispatch_holds_to_its_parallelism(database_url,
+                                                                              tmp_path,
+                                                                              redis_url):
+    """A sync dispatch hands out whole batches (up to 10^4 jobs) whatever its parallelism,
+    which the quota counts: with BBKB_OWNER_MAX_PARALLELISM set it holds to its parallelism,
+    its batch handed out as slots free up; without, it hands out whole batches as before."""
+    sync = BODY | {"engine": {"strategy": "bbkb", "mode": "sync", "seed": 0},
+                   "candidates": np.random.default_rng(1).random((300, 2)).tolist()}
+
+    def first_rounds(**limits: int) -> list[int]:
+        with _app(database_url, tmp_path, redis_url, **limits) as (client, lab, _):
+            dispatcher = client.app.state.dispatcher
+            dispatcher.queue.connection.flushall()
+            made = client.post("/v1/studies", json=sync | {"name": f"s{len(limits)}"},
+                               headers=lab)
+            sid = made.json()["id"]
+            started = client.post(f"/v1/studies/{sid}/dispatch", headers=lab,
+                                  json={"n_evaluations": 200, "parallelism": 2})
+            assert started.status_code == 200, started.text
+            enqueued = []
+            for _ in range(8):  # each round: top up, then evaluate what was handed out
+                enqueued.append(dispatcher.top_up(sid))
+                for job in [job.args[0] for job in dispatcher.queue.jobs]:
+                    done = client.post(f"/v1/studies/{sid}/dispatch/complete", headers=lab,
+                                       json={"trial_id": job["trial_id"], "value": 1.0,
+                                             "worker_id": job["worker_id"]})
+                    assert done.status_code == 200, done.text
+                dispatcher.queue.empty()
+            return enqueued
+
+    bounded = first_rounds(owner_max_parallelism=10)
+    # at most two at a time, and never stalled (the first batch holds one trial)
+    assert max(bounded) <= 2 and min(bounded) >= 1 and sum(bounded) >= 12, bounded
+    assert max(first_rounds()) > 2  # unbounded: a whole batch at once

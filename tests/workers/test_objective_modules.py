@@ -7,6 +7,8 @@ processes."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 import uuid
@@ -193,3 +195,54 @@ def test_resolve_refuses_options_that_are_not_finite_or_negative(objective):
 
     with pytest.raises(ValueError, match="finite|>= 0|integer"):
         resolve(objective)
+
+
+def test_a_worker_holding_a_worker_key_pauses_a_dispatch_it_cannot_run(server_factory,
+                                                                       tmp_path):
+    """Compose's workers hold a worker key (`keys ensure --scope worker`), which may not pause
+    a dispatch at large: the refusal's `pause_dispatch(objective=...)` was a 403, the trial
+    failed (its attempt counted) and the dispatch ran on. A worker key may pause the dispatch
+    of the objective it names."""
+    from service.processes import RedisProcess
+
+    redis = RedisProcess().start()
+    env = {"BBKB_DATA_DIR": str(tmp_path), "BBKB_AUTH": "keys", "BBKB_REDIS_URL": redis.url,
+           "BBKB_REAPER_INTERVAL": "0.2", "BBKB_OBJECTIVE_MODULES": "tests"}
+    workers: list[Any] = []
+    try:
+        server = server_factory(env)
+        keys = {}
+        for scope in ("owner", "worker"):
+            made = subprocess.run([sys.executable, "-m", "service.cli", "keys", "create",
+                                   "--owner", "lab", "--scope", scope],
+                                  env={**os.environ, **env}, capture_output=True, text=True,
+                                  check=True)
+            keys[scope] = made.stdout.strip()
+        owner = {"Authorization": f"Bearer {keys['owner']}"}
+        body = {"name": "refused", "candidates": X.tolist(), "objective": f"{FORBIDDEN}:touch",
+                "max_attempts": 3, "lease_seconds": 30.0,
+                "engine": {"strategy": "bbkb", "mode": "async", "seed": 0}}
+        made = http.post(f"{server.url}/v1/studies", json=body, headers=owner)
+        assert made.status_code == 201, made.text
+        sid = made.json()["id"]
+        workers += runner.spawn(redis.url, 1, env={
+            "BBKB_URL": server.url, "BBKB_API_KEY": keys["worker"],
+            "BBKB_OBJECTIVE_MODULES": "mylab"})
+        started = http.post(f"{server.url}/v1/studies/{sid}/dispatch", headers=owner,
+                            json={"n_evaluations": 2, "parallelism": 1})
+        assert started.status_code == 200, started.text
+        deadline = time.monotonic() + 60
+        while http.get(f"{server.url}/v1/studies/{sid}/dispatch",
+                       headers=owner).json()["status"] != "paused":
+            assert time.monotonic() < deadline, "the dispatch was not paused"
+            time.sleep(0.1)
+        trials = http.get(f"{server.url}/v1/studies/{sid}/trials",
+                          headers=owner).json()["trials"]
+        assert [(t["status"], t["attempt"]) for t in trials] == [("pending", 0)], trials
+        assert "the dispatch is paused" in trials[0]["error"]
+        at_large = http.post(f"{server.url}/v1/studies/{sid}/dispatch/pause",
+                             headers={"Authorization": f"Bearer {keys['worker']}"})
+        assert at_large.status_code == 403  # without ?objective=: an owner's decision
+    finally:
+        runner.stop(workers, timeout=5)
+        redis.stop()

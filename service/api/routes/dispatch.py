@@ -10,6 +10,7 @@ from ...objectives import FORMS, check_fits, check_objective
 from ...store import queries
 from ...store.models import utcnow
 from ..deps import (
+    CallerDep,
     MetricsDep,
     OwnerDep,
     ReadSessionDep,
@@ -91,11 +92,13 @@ def _set(study_id: int, owner: int, session, runtimes, status: str,  # type: ign
 
 
 @router.post("/pause")
-def pause_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
+def pause_dispatch(study_id: StudyId, caller: CallerDep, session: SessionDep,
                    runtimes: RuntimesDep, objective: str | None = None) -> DispatchStatus:
     """Enqueue no more trials (those in flight finish). With ``?objective=``, only if the
     dispatch runs that objective (409 otherwise): a worker that cannot run one objective pauses
-    its dispatch, never a newer dispatch of another, in one atomic step."""
+    its dispatch, never a newer dispatch of another, in one atomic step; a worker key may do
+    that (it stops spending the budget on evaluations that would fail), not pause at large."""
+    owner = caller.owner if objective is not None else caller.require_owner()
     return _set(study_id, owner, session, runtimes, "paused", objective)
 
 
@@ -110,7 +113,7 @@ def resume_dispatch(study_id: StudyId, owner: OwnerDep, session: SessionDep,
                         job_timeout=int(plan.get("job_timeout", 3600)))
     if plan and plan.get("status") == "paused":
         quotas.check_parallelism(session, study, int(plan.get("parallelism", 8)),
-                                 settings.owner_max_parallelism)
+                                 settings.owner_max_parallelism, resume=True)
     status = _set(study_id, owner, session, runtimes, "running")
     if request.app.state.dispatcher is not None:
         request.app.state.dispatcher.wake.set()

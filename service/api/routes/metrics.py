@@ -8,6 +8,7 @@ import secrets
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from ...auth import bearer_token
 from ...errors import Unauthorized
 
 router = APIRouter(tags=["health"])
@@ -17,9 +18,11 @@ router = APIRouter(tags=["health"])
 def get_metrics(request: Request) -> Response:
     token = request.app.state.settings.metrics_token
     if token is not None:
-        scheme, _, given = request.headers.get("authorization", "").strip().partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(
-                given.strip().encode(), token.get_secret_value().encode()):
+        try:
+            given = bearer_token(request.headers.get("authorization"))
+        except Unauthorized:
+            given = ""
+        if not secrets.compare_digest(given.encode(), token.get_secret_value().encode()):
             raise Unauthorized("/metrics needs 'Authorization: Bearer <BBKB_METRICS_TOKEN>'",
                                field="authorization")
     return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
