@@ -19,6 +19,7 @@ Errors are in :mod:`client.errors`. The response models the methods return (``St
 from __future__ import annotations
 
 from service.api.schemas import (
+    Account,
     BatchDetail,
     BatchPublic,
     DispatchCompleted,
@@ -47,6 +48,7 @@ from .study import Study
 
 __all__ = [
     "APIError",
+    "Account",
     "AuthenticationError",
     "BBKBError",
     "BatchDetail",

@@ -19,7 +19,14 @@ from typing import Any, Literal
 
 import httpx2
 
-from service.api.schemas import QueueState, StudyCreate, StudyList, StudyPublic, name_forms
+from service.api.schemas import (
+    Account,
+    QueueState,
+    StudyCreate,
+    StudyList,
+    StudyPublic,
+    name_forms,
+)
 
 from .errors import (
     APIError,
@@ -207,6 +214,12 @@ class Client:
         """The Redis queue the server dispatches to: ``redis`` ("ok", "unreachable", "not
         configured"), jobs queued / started / failed, and the live workers."""
         return QueueState.model_validate(self.request("GET", "/v1/queue").json())
+
+    def account(self) -> Account:
+        """Who the key is (``owner``, ``scope``: a worker key cannot create, pause, delete or
+        dispatch) and the owner's quotas: ``studies`` of ``max_studies``, running dispatches'
+        ``parallelism`` of ``max_parallelism`` (None: no limit)."""
+        return Account.model_validate(self.request("GET", "/v1/me").json())
 
     # -- studies -----------------------------------------------------------------------------
 

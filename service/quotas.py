@@ -28,13 +28,29 @@ def lock_owner(session: Session, owner_id: int) -> None:
                         {"space": _OWNER_LOCKS, "owner": owner_id})
 
 
+def studies_held(session: Session, owner_id: int) -> int:
+    """The owner's studies, deleted ones aside."""
+    return session.scalar(select(func.count()).select_from(Study).where(
+        Study.owner_id == owner_id, Study.status != "deleted")) or 0
+
+
+def running_parallelism(session: Session, owner_id: int,
+                        besides: int | None = None) -> dict[int, int]:
+    """The parallelism of each of the owner's running dispatches, by study (but ``besides``)."""
+    query = select(Study.id, Study.dispatch).where(
+        Study.owner_id == owner_id, Study.status != "deleted", Study.dispatch.is_not(None))
+    if besides is not None:
+        query = query.where(Study.id != besides)
+    return {sid: int(plan.get("parallelism", 0)) for sid, plan in session.execute(query)
+            if plan and plan.get("status") == "running"}
+
+
 def check_studies(session: Session, owner_id: int, limit: int | None) -> None:
     """409 if the owner already holds ``limit`` studies (deleted ones do not count)."""
     if limit is None:
         return
     lock_owner(session, owner_id)
-    held = session.scalar(select(func.count()).select_from(Study).where(
-        Study.owner_id == owner_id, Study.status != "deleted")) or 0
+    held = studies_held(session, owner_id)
     if held >= limit:
         raise Conflict(f"this owner holds {held} studies, the most BBKB_OWNER_MAX_STUDIES "
                        f"({limit}) allows: delete one to create another")
@@ -48,11 +64,7 @@ def check_parallelism(session: Session, study: Study, parallelism: int, limit: i
     if limit is None:
         return
     lock_owner(session, study.owner_id)
-    plans = session.execute(select(Study.id, Study.dispatch).where(
-        Study.owner_id == study.owner_id, Study.status != "deleted", Study.id != study.id,
-        Study.dispatch.is_not(None))).all()
-    running = {sid: int(plan.get("parallelism", 0)) for sid, plan in plans
-               if plan and plan.get("status") == "running"}
+    running = running_parallelism(session, study.owner_id, besides=study.id)
     used = sum(running.values())
     if used + parallelism > limit:
         room = max(limit - used, 0)

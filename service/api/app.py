@@ -35,7 +35,7 @@ from ..store.models import Study, utcnow
 from . import errors
 from .deps import TooLarge
 from .guards import RequestGuard
-from .routes import batches, dispatch, health, history, metrics, queue, studies, ui
+from .routes import account, batches, dispatch, health, history, metrics, queue, studies, ui
 from .routes import trials as trial_routes
 
 log = logging.getLogger("bbkb.server")
@@ -170,7 +170,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestGuard, keys=settings.auth == "keys")  # outermost: before any read
     errors.install(app)
     for module in (health, metrics, studies, trial_routes, batches, dispatch, queue, history,
-                   ui):
+                   account, ui):
         versioned = module.router.prefix.startswith("/v1")
         app.include_router(module.router, responses=errors.RESPONSES if versioned else None)
 

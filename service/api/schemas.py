@@ -524,6 +524,20 @@ class QueueWorker(BaseModel):
     last_heartbeat: datetime | None = None
 
 
+class Account(BaseModel):
+    """Who the caller's key is, what it may do, and the owner's quotas (``GET /v1/me``)."""
+
+    owner: str = Field(description="The key's owner (``local`` without keys).")
+    scope: Literal["owner", "worker"] = Field(description=(
+        "owner: everything; worker: reads, and asks for, heartbeats and reports trials."))
+    studies: int = Field(description="The owner's studies (deleted ones aside).")
+    max_studies: int | None = Field(description="BBKB_OWNER_MAX_STUDIES (null: no limit).")
+    parallelism: int = Field(description=(
+        "The parallelism of the owner's running dispatches together."))
+    max_parallelism: int | None = Field(description=(
+        "BBKB_OWNER_MAX_PARALLELISM (null: no limit)."))
+
+
 class QueueState(BaseModel):
     """The Redis queue the server dispatches to, as RQ sees it (``GET /v1/queue``)."""
 

@@ -57,6 +57,8 @@ def test_a_worker_key_reads_and_reports_but_creates_nothing(database, tmp_path, 
     with TestClient(app, base_url="http://testserver") as http:
         Client(http=http, api_key=owner).create_study("s", candidates=[[0.0], [1.0], [2.0]],
                                                       engine={"mode": "async"})
+        account = Client(http=http, api_key=worker).account()  # a worker checks its key
+        assert (account.owner, account.scope) == ("lab", "worker")
         study = Client(http=http, api_key=worker).study("s")
         (trial,) = study.ask("w").trials
         assert study.tell(trial.id, 1.5, worker_id="w").status == "completed"

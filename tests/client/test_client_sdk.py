@@ -502,7 +502,8 @@ def test_numpy_numbers_in_the_engine_are_sent_as_numbers(bbkb):
 
 def test_public_names_are_pinned():
     assert client.__all__ == [
-        "APIError", "AuthenticationError", "BBKBError", "BatchDetail", "BatchPublic", "Client",
+        "APIError", "Account", "AuthenticationError", "BBKBError", "BatchDetail", "BatchPublic",
+        "Client",
         "ConflictError", "DispatchCompleted", "DispatchStatus", "InvalidArgument",
         "NotFoundError", "OptimizeResult", "PermissionDeniedError", "QueueState",
         "ResultsSummary", "ServerUnavailable",

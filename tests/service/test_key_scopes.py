@@ -34,6 +34,8 @@ WORKER_WRITES = {
 }
 #: Pause a dispatch: a worker key may, naming the objective it cannot run (?objective=).
 PAUSE = "/v1/studies/{study_id}/dispatch/pause"
+#: The routes that read the caller's scope themselves: that pause, and the caller's account.
+BY_ITSELF = [(PAUSE, {"POST"}), ("/v1/me", {"GET"})]
 
 
 def _dependencies(route: APIRoute) -> set:
@@ -60,13 +62,13 @@ def test_every_v1_route_takes_an_owner_key_or_is_a_read_or_a_worker_write(tmp_pa
             if not isinstance(route, APIRoute) or not route.path.startswith("/v1/"):
                 continue
             calls = _dependencies(route)
-            if (route.path, route.methods) == (PAUSE, {"POST"}):  # decides by its arguments
+            if (route.path, route.methods) in BY_ITSELF:  # reads the caller's scope itself
                 assert get_caller in calls and not {get_owner, get_worker_owner} & calls
                 continue
             assert (get_owner in calls) != (get_worker_owner in calls), route.path
             for method in route.methods:
                 (owner if get_owner in calls else worker).add((method, route.path))
-    assert served - {("POST", PAUSE)} <= worker | owner  # every route was looked at
+    assert served - {(m, p) for p, (m,) in BY_ITSELF} <= worker | owner  # every route seen
     assert {(m, p) for m, p in worker if m != "GET"} == WORKER_WRITES
     assert all(m != "GET" for m, _ in owner)  # every read takes a worker key too
     assert ("DELETE", "/v1/studies/{study_id}") in owner
@@ -105,6 +107,9 @@ def test_a_worker_key_runs_trials_and_changes_no_study(database_url, tmp_path):
                      "/history", "/dispatch"):
             assert client.get(base + path).status_code == 200, path
         assert client.get("/v1/summaries").status_code == 200
+        assert client.get("/v1/me").json() == {
+            "owner": "lab", "scope": "worker", "studies": 1, "max_studies": None,
+            "parallelism": 0, "max_parallelism": None}
         assert client.get("/v1/queue").status_code == 200
 
         refused = [  # everything that decides what is evaluated, or deletes it
@@ -185,5 +190,7 @@ def test_scopes_do_not_change_what_keys_without_auth_may_do(database_url, tmp_pa
     """BBKB_AUTH=none: every caller is the local owner, with an owner's rights."""
     with app_client(database_url, tmp_path) as client:
         sid = create_study(client, name="s", candidates=np.eye(3).tolist())["id"]
+        me = client.get("/v1/me").json()
+        assert (me["owner"], me["scope"], me["studies"]) == ("local", "owner", 1)
         assert client.post(f"/v1/studies/{sid}/pause").status_code == 200
         assert client.delete(f"/v1/studies/{sid}").status_code == 204

@@ -71,6 +71,8 @@ def test_running_dispatches_share_owner_max_parallelism(database_url, tmp_path, 
                                json={"n_evaluations": 50, "parallelism": parallelism})
 
         assert dispatch(a, 6).status_code == 200
+        me = client.get("/v1/me", headers=lab).json()  # what the owner sees of its quota
+        assert (me["parallelism"], me["max_parallelism"], me["studies"]) == (6, 10, 3)
         refused = dispatch(b, 5)
         assert refused.status_code == 409 and refused.json()["field"] == "parallelism"
         assert f"in studies {a}) use 6 of the 10" in refused.json()["detail"]

@@ -1,0 +1,24 @@
+"""The caller's account: its key's owner and scope, and the owner's quotas and their use."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from sqlalchemy import select
+
+from ... import quotas
+from ...store.models import Owner
+from ..deps import CallerDep, ReadSessionDep, SettingsDep
+from ..schemas import Account
+
+router = APIRouter(prefix="/v1", tags=["account"])
+
+
+@router.get("/me")
+def get_account(caller: CallerDep, session: ReadSessionDep, settings: SettingsDep) -> Account:
+    """Who the key is (a worker checks its key with it) and how much of the owner's quotas its
+    studies and running dispatches use."""
+    return Account(owner=session.scalar(select(Owner.name).where(Owner.id == caller.owner)),
+                   scope=caller.scope, studies=quotas.studies_held(session, caller.owner),
+                   max_studies=settings.owner_max_studies,
+                   parallelism=sum(quotas.running_parallelism(session, caller.owner).values()),
+                   max_parallelism=settings.owner_max_parallelism)
