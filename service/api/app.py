@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi_offline import FastAPIOffline
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException
@@ -149,8 +150,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if app.state.dispatcher is not None:
             app.state.dispatcher.close()
 
-    app = FastAPI(title="bbkb-service", version="0.1.0", lifespan=lifespan,
-                  description="Distributed asynchronous batch evaluation driven by BBKB.")
+    # /docs and /redoc from the package's own copies of Swagger UI and ReDoc (fastapi-offline),
+    # not a CDN: a lab's or a cluster's network often has no way out
+    app = FastAPIOffline(title="bbkb-service", version="0.1.0", lifespan=lifespan,
+                         description="Distributed asynchronous batch evaluation driven by BBKB.")
     app.state.settings = settings
     app.state.heard_since = utcnow()  # the reaper's first lease (_heard_out)
     app.state.sessions = session_factory(engine)
