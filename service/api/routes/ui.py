@@ -35,6 +35,7 @@ LAYOUT = """<!doctype html>
 <header>
   <a class="brand" href="/ui">bbkb dashboard</a>
   <span id="poll-status" class="muted"></span>
+  <span id="account" class="muted" hidden></span>
   <form id="key-form" hidden>
     <label for="key-input">API key</label>
     <input id="key-input" type="password" autocomplete="off" placeholder="bbkb_...">

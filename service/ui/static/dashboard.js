@@ -257,6 +257,7 @@ function studiesPage() {
   const queue = queueSource();
   poll(async () => {
     const queueState = queue.read();  // meanwhile (it never throws)
+    const account = json("/v1/me").catch(() => null);  // (a server without the route: null)
     const found = [];  // every page (keyset pagination: follow next_after)
     for (let after = 0; after !== null;) {
       const page = await json("/v1/summaries?limit=1000&after=" + after);
@@ -266,7 +267,22 @@ function studiesPage() {
     rows = found;
     render();
     showQueue(await queueState);
+    showAccount(await account);
   });
+}
+
+// The key's owner and scope, and the owner's quotas where the server sets them (GET /v1/me).
+function showAccount(account) {
+  const box = document.getElementById("account");
+  box.hidden = !account;
+  if (!account) return;
+  const parts = [account.owner + (account.scope === "worker"
+    ? " · worker key (reads, asks and reports only)" : "")];
+  if (account.max_studies !== null) parts.push(`${account.studies} of ${account.max_studies} studies`);
+  if (account.max_parallelism !== null) {
+    parts.push(`parallelism ${account.parallelism} of ${account.max_parallelism} in use`);
+  }
+  box.textContent = parts.join(" · ");
 }
 
 // ---------------------------------------------------------------- study page
