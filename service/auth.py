@@ -34,6 +34,9 @@ class Caller:
 
     owner: int
     scope: str = "owner"
+    #: The key's first characters, as ``bbkb keys list`` shows them (None without keys): the
+    #: access log names the key of each request with them.
+    key: str | None = None
 
     def require_owner(self) -> int:
         """The owner id, or 403 for a worker key (a route that changes what is evaluated)."""
@@ -113,7 +116,7 @@ def authenticate(session: Session, authorization: str | None) -> Caller:
         ApiKey.digest == _digest(token), ApiKey.revoked_at.is_(None))).first()
     if key is None:
         raise Unauthorized("unknown or revoked API key", field="authorization")
-    return Caller(key.owner_id, key.scope)
+    return Caller(key.owner_id, key.scope, key.prefix)
 
 
 def list_keys(session: Session, owner_name: str | None = None) -> list[KeyInfo]:

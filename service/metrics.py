@@ -16,6 +16,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .engine import BatchInfo
 
 access_log = logging.getLogger("bbkb.access")
+#: The ASGI scope's entry where the API's auth dependency leaves the caller (service.auth.
+#: Caller): the access log names the owner and the key (its first characters) of a request.
+CALLER = "bbkb.caller"
 #: Routes whose successful answers are logged at DEBUG only.
 PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 batch_log = logging.getLogger("bbkb.server")
@@ -89,7 +92,18 @@ class LatencyMiddleware:
             if access_log.isEnabledFor(level):
                 access_log.log(level, "%s %s %d", scope["method"], scope["path"], status[0], extra={
                     "method": scope["method"], "route": route, "status": status[0],
-                    "ms": round(1000 * seconds, 2), **_ids(scope.get("path_params", {}))})
+                    "ms": round(1000 * seconds, 2), **_ids(scope.get("path_params", {})),
+                    **_who(scope.get(CALLER))})
+
+
+def _who(caller: object) -> dict[str, object]:
+    """Whose request it was: the owner's id, and the key's first characters and scope (keys
+    list shows them; never the key)."""
+    if caller is None:
+        return {}
+    key = getattr(caller, "key", None)
+    return {"owner_id": getattr(caller, "owner", None),
+            **({"key": key, "scope": getattr(caller, "scope", None)} if key else {})}
 
 
 def _ids(params: dict[str, object]) -> dict[str, object]:

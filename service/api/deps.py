@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from ..auth import LOCAL_OWNER, Caller, authenticate, owner_id_for
 from ..errors import ServiceError
-from ..metrics import Metrics
+from ..metrics import CALLER, Metrics
 from ..runtime import Runtimes
 from ..settings import Settings
 from ..store.database import transaction
@@ -86,8 +86,11 @@ async def get_caller(request: Request,
     the loop."""
     state = request.app.state
     if state.settings.auth == "none" and state.local_owner is not None:
-        return Caller(state.local_owner)
-    return await run_in_threadpool(_caller, request, request.headers.get("authorization"))
+        caller = Caller(state.local_owner)
+    else:
+        caller = await run_in_threadpool(_caller, request, request.headers.get("authorization"))
+    request.scope[CALLER] = caller  # for the access log (service.metrics.LatencyMiddleware)
+    return caller
 
 
 def _caller(request: Request, authorization: str | None) -> Caller:

@@ -102,3 +102,36 @@ def test_access_log_keeps_odd_path_ids_as_text_and_never_turns_a_4xx_into_a_500(
     assert {"GET /ui/static/dashboard.css 200", "GET /ui/static/nothing.js 404"} <= set(events)
     assert events["GET /v1/studies/12 404"].study_id == 12
     assert any(m.startswith("GET /v1/studies/") and m.endswith(" 422") for m in events)
+
+
+def test_access_log_names_the_owner_and_the_key_of_each_request(tmp_path, caplog):
+    """Who deleted a study, or paused a dispatch: the access log names the owner and the key
+    (its first characters, as `bbkb keys list` shows them; never the key), and its scope."""
+    from service.api.app import create_app
+    from service.auth import SHOWN, create_key
+    from service.settings import Settings
+    from service.store.database import transaction
+
+    from .helpers import TestClient, create_study
+
+    caplog.set_level(logging.INFO, logger="bbkb.access")
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'a.db'}", auth="keys",
+                              data_dir=tmp_path))
+    with TestClient(app) as client:
+        with transaction(app.state.sessions) as session:
+            owner, worker = create_key(session, "lab"), create_key(session, "lab", "worker")
+        client.headers["Authorization"] = f"Bearer {owner}"
+        sid = create_study(client)["id"]
+        client.headers["Authorization"] = f"Bearer {worker}"
+        assert client.delete(f"/v1/studies/{sid}").status_code == 403
+        client.headers["Authorization"] = f"Bearer {owner}"
+        assert client.delete(f"/v1/studies/{sid}").status_code == 204
+        client.headers["Authorization"] = "Bearer bbkb_unknown"
+        assert client.get("/v1/studies").status_code == 401
+    events = [(r.getMessage(), getattr(r, "key", None), getattr(r, "scope", None))
+              for r in caplog.records if r.name == "bbkb.access"]
+    assert (f"DELETE /v1/studies/{sid} 403", worker[:SHOWN], "worker") in events
+    assert (f"DELETE /v1/studies/{sid} 204", owner[:SHOWN], "owner") in events
+    assert ("GET /v1/studies 401", None, None) in events  # no key known: none named
+    deleted = next(r for r in caplog.records if r.getMessage().endswith(" 204"))
+    assert deleted.owner_id >= 1 and owner not in str(deleted.__dict__)
