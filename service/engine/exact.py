@@ -14,6 +14,10 @@ from scipy import linalg
 from .kernels import Kernel
 from .nystrom import JITTERS, jittered_cholesky
 
+#: The least pivot, as a fraction of its k(x, x) + lam, at which the async mean is computed from
+#: the factor of every pulled selection (ExactPosterior._pivots_clear).
+SUBSET_PIVOT = 1e-7
+
 
 class ExactPosterior:
     """Exact GP over a finite candidate set; rows appended as selections are made."""
@@ -81,13 +85,50 @@ class ExactPosterior:
         elif len(observed_t_positions) == n:  # every pulled point observed: reuse L and W
             c = linalg.solve_triangular(self._L[:n, :n], observed_values, lower=True)
             self.mean = c @ self._W[:n]
-        else:  # pending points present (async mode): solve on the observed subset
+        elif self._pivots_clear():  # pending points present (async mode): from L and W
+            self.mean = self._subset_mean(np.asarray(observed_t_positions), observed_values)
+        else:  # a pivot near rounding: solve on the observed subset itself
             obs_arms = np.asarray(self.pulled)[observed_t_positions]
             K = self._kernel(self._X[obs_arms], self._X[obs_arms])
             K[np.diag_indices_from(K)] += self.lam
             factor = jittered_cholesky(K, "the observed arms' kernel matrix")
             alpha = linalg.cho_solve((factor, True), observed_values)
             self.mean = self._kernel(self._X, self._X[obs_arms]) @ alpha
+
+    def _pivots_clear(self) -> bool:
+        """Whether every pivot of L is at least SUBSET_PIVOT of its k(x, x) + lam: the block
+        formula of :meth:`_subset_mean` is then as accurate as a Cholesky of the observed
+        subset (measured: within 2.5x of its error against a 40-digit solve, lam 1e-6 to 10 of
+        the kernel's variance); with a pivot floored, L is the factor of a nearby matrix, and
+        the block formula's error grew to 1e-2 where the direct solve's was 4e-8."""
+        n = len(self.pulled)
+        pivots = np.diagonal(self._L)[:n] ** 2
+        return bool(np.all(pivots >= SUBSET_PIVOT * (self._kdiag[self.pulled] + self.lam)))
+
+    def _subset_mean(self, observed: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The posterior mean given the observed positions O of P only, from the factor of all
+        of P (M = K_PP + lam I = L L^T) instead of a new Cholesky of M_OO: with U the pending
+        positions, M_OO^-1 = (M^-1)_OO - (M^-1)_OU ((M^-1)_UU)^-1 (M^-1)_UO (the inverse of a
+        block matrix), so alpha_O = z_O - B_O S^-1 z_U with z = M^-1 [y; 0], B = M^-1 E_U and
+        S = B_U; then mean = K(X, P) alpha = (L^T alpha)^T W. O(|U| t^2 + t A) a batch where
+        the Cholesky and K(X, O) cost O(t^3 + t A d): GP-UCB in async mode on Abalone at
+        t = 1600, 8 in flight, 153 -> 14 CPU ms a step, the same arms
+        (benchmarks/exact_step.py). S is the inverse of the pending points' posterior
+        covariance plus lam I given O: eigenvalues in [1 / (k + lam), 1 / lam]."""
+        n = len(self.pulled)
+        L = np.ascontiguousarray(self._L[:n, :n])  # one copy: scipy would make one per solve
+        pending = np.setdiff1d(np.arange(n), observed, assume_unique=True)
+        rhs = np.zeros((n, 1 + len(pending)))
+        rhs[observed, 0] = values
+        rhs[pending, 1 + np.arange(len(pending))] = 1.0
+        half = linalg.solve_triangular(L, rhs, lower=True, check_finite=False)
+        solved = linalg.solve_triangular(L, half, lower=True, trans="T",  # M^-1 [y, E_U]
+                                         check_finite=False)
+        z, B = solved[:, 0], solved[:, 1:]
+        S = B[pending]
+        alpha = z - B @ linalg.solve(S, z[pending], assume_a="pos", check_finite=False)
+        alpha[pending] = 0.0
+        return (L.T @ alpha) @ self._W[:n]
 
     def variance(self, idx: np.ndarray) -> np.ndarray:
         """Current sigma~^2 (pending points included), kept up to date eagerly."""

@@ -55,6 +55,51 @@ def test_exact_posterior_matches_textbook_and_incremental_rows():
     np.testing.assert_allclose(post.mean, mean20, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.parametrize("lam", [1e-6, 0.01, 0.3, 10.0])
+@pytest.mark.parametrize("where", ["tail", "scattered", "duplicates"])
+def test_async_mean_from_the_whole_factor_matches_the_observed_subsets_gp(lam, where):
+    """In async mode the mean is the GP's given the observed selections only, computed from
+    the factor of every pulled selection (ExactPosterior._subset_mean, the block inverse)
+    where it took a new Cholesky of the observed ones: pending at the end, scattered (results
+    come back out of order), and pending repeats of observed arms (the hard case: there the
+    block formula's terms are ~1/lam and cancel)."""
+    rng = np.random.default_rng(7)
+    kernel, X = Matern52(lengthscale=0.6, variance=1.5), rng.random((90, 3))
+    pulled = rng.choice(40, size=60)
+    pending = {"tail": np.arange(52, 60), "scattered": rng.choice(60, 9, replace=False),
+               "duplicates": np.arange(50, 60)}[where]
+    if where == "duplicates":
+        pulled[50:] = pulled[:10]  # each pending one repeats an observed arm
+    observed = np.setdiff1d(np.arange(60), pending)
+    values = rng.standard_normal(len(observed))
+    post = ExactPosterior(kernel, X, lam)
+    post.reset_to(pulled.tolist())
+    post.open_batch(observed, values)
+    assert post._pivots_clear()  # the block formula ran
+    mean, _ = exact_posterior(kernel, X, pulled, pulled[observed], values, lam)
+    # float64's error of either solve grows as the condition number, ~ (k + lam) / lam
+    bound = 1e-14 * (kernel.variance + lam) / lam * np.abs(mean).max()
+    np.testing.assert_allclose(post.mean, mean, rtol=0, atol=bound)
+
+
+def test_a_floored_pivot_takes_the_async_mean_from_the_observed_subset_itself():
+    """With lam far below k(x, x) a repeated arm's pivot is floored (add_pending): L is then
+    the factor of a nearby matrix, on which the block formula was off by 1e-2 (a 40-digit
+    solve as the reference) where a Cholesky of the observed subset is off by 4e-8."""
+    rng = np.random.default_rng(7)
+    kernel, X, lam = Matern52(lengthscale=0.6, variance=1.5), rng.random((90, 3)), 1e-9
+    pulled = rng.choice(40, size=60)
+    observed = np.arange(52)
+    values = rng.standard_normal(52)
+    post = ExactPosterior(kernel, X, lam)
+    post.reset_to(pulled.tolist())
+    assert not post._pivots_clear()
+    post.open_batch(observed, values)
+    mean, _ = exact_posterior(kernel, X, pulled, pulled[observed], values, lam)
+    np.testing.assert_allclose(post.mean, mean, rtol=0, atol=1e-5 * np.abs(mean).max())
+    assert np.abs(post._subset_mean(observed, values) - mean).max() > 1e-4  # the block one
+
+
 def test_rank_one_updates_match_recomputation():
     """BBKB Alg. 1 line 7: in-batch variances equal a fresh posterior with the points added."""
     rng = np.random.default_rng(3)
