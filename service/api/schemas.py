@@ -528,7 +528,7 @@ class Account(BaseModel):
     """Who the caller's key is, what it may do, and the owner's quotas (``GET /v1/me``)."""
 
     owner: str = Field(description="The key's owner (``local`` without keys).")
-    scope: Literal["owner", "worker"] = Field(description=(
+    scope: str = Field(description=(
         "owner: everything; worker: reads, and asks for, heartbeats and reports trials."))
     studies: int = Field(description="The owner's studies (deleted ones aside).")
     max_studies: int | None = Field(description="BBKB_OWNER_MAX_STUDIES (null: no limit).")

@@ -194,3 +194,19 @@ def test_scopes_do_not_change_what_keys_without_auth_may_do(database_url, tmp_pa
         assert (me["owner"], me["scope"], me["studies"]) == ("local", "owner", 1)
         assert client.post(f"/v1/studies/{sid}/pause").status_code == 200
         assert client.delete(f"/v1/studies/{sid}").status_code == 204
+
+
+def test_the_account_of_a_key_whose_scope_a_newer_server_made_is_still_an_answer(tmp_path):
+    """A scope this server does not know (a newer server's, set in the database) was a 500 on
+    GET /v1/me (its answer's model allowed two): the key is refused owner routes, and its
+    account still answers, as its reads do."""
+    with app_client(f"sqlite:///{tmp_path / 'k.db'}", tmp_path, auth="keys") as client:
+        with transaction(client.app.state.sessions) as session:
+            key = create_key(session, "lab", "worker")
+            session.execute(text("UPDATE api_keys SET scope = 'reader'"))
+        client.headers["Authorization"] = f"Bearer {key}"
+        me = client.get("/v1/me")
+        assert me.status_code == 200 and me.json()["scope"] == "reader", me.text
+        assert client.get("/v1/studies").status_code == 200
+        refused = client.post("/v1/studies", json={"name": "s", "candidates": [[0.0], [1.0]]})
+        assert refused.status_code == 403

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx2
 
-from service.auth import create_key
+from service.auth import create_key, revoke_key
 from service.store.database import make_engine, session_factory, transaction
 
 from .ui_helpers import create_study
@@ -36,9 +36,14 @@ def test_the_header_names_the_key_and_the_quotas_in_use(server_factory, tmp_path
     assert sorted(page.eval_on_selector_all("#studies tbody tr a", "a => a.map(x => x.text)")
                   ) == ["one", "two"]  # a worker key reads them
 
-    page.click("#key-forget")  # an owner key: the owner, without the worker note
+    engine = make_engine(url)  # the worker key revoked meanwhile: its owner is not shown
+    with transaction(session_factory(engine)) as session:
+        revoke_key(session, worker)
+    engine.dispose()
     page.wait_for_selector("#key-form:not([hidden])")
-    page.fill("#key-input", owner)
+    assert page.is_hidden("#account")
+
+    page.fill("#key-input", owner)  # an owner key: the owner, without the worker note
     page.click("#key-form button")
     page.wait_for_function("() => document.querySelector('#account').textContent"
                            ".startsWith('lab · 2 of 5')")

@@ -17,7 +17,8 @@ router = APIRouter(prefix="/v1", tags=["account"])
 def get_account(caller: CallerDep, session: ReadSessionDep, settings: SettingsDep) -> Account:
     """Who the key is (a worker checks its key with it) and how much of the owner's quotas its
     studies and running dispatches use."""
-    return Account(owner=session.scalar(select(Owner.name).where(Owner.id == caller.owner)),
+    name = session.scalar(select(Owner.name).where(Owner.id == caller.owner))
+    return Account(owner=name if name is not None else f"owner {caller.owner}",
                    scope=caller.scope, studies=quotas.studies_held(session, caller.owner),
                    max_studies=settings.owner_max_studies,
                    parallelism=sum(quotas.running_parallelism(session, caller.owner).values()),

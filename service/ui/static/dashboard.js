@@ -41,6 +41,7 @@ const json = async (path) => (await api(path)).json();
 function showKeyForm(text) {
   document.getElementById("key-form").hidden = false;
   document.getElementById("key-forget").hidden = true;
+  document.getElementById("account").hidden = true;  // not the refused key's owner
   say(text);
 }
 
