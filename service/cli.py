@@ -211,7 +211,7 @@ def _keys_ensure(args: argparse.Namespace) -> int:
     """Keep a valid key of ``--owner`` and ``--scope`` in ``--file`` (mode 0600): the one already
     there if the database knows it for that owner and scope, else a new one. Compose's worker
     key; rerunning is a no-op."""
-    from .auth import SHOWN, Caller, authenticate, create_key, owner_id_for
+    from .auth import SHOWN, authenticate, create_key, owner_id_for
     from .errors import Unauthorized
 
     if not args.file:
@@ -223,7 +223,8 @@ def _keys_ensure(args: argparse.Namespace) -> int:
     with _keys_session("ensure", args.create) as session:
         try:
             caller = authenticate(session, f"Bearer {held}")
-            valid = caller == Caller(owner_id_for(session, args.owner), args.scope)
+            valid = (caller.owner, caller.scope) == (owner_id_for(session, args.owner),
+                                                     args.scope)
             replaced = None if valid else held[:SHOWN]
         except Unauthorized:  # no key in the file, or one the database does not know
             valid = False
