@@ -11,6 +11,7 @@ Pure numpy/scipy: no web, SQL or Redis code is imported here. Typical use::
 from .config import MODES, STOPPING_RULES, STRATEGIES, EngineConfig
 from .errors import (
     CandidateError,
+    CapacityError,
     ConfigError,
     EngineError,
     ExhaustedError,
@@ -24,7 +25,8 @@ from .validation import as_candidates, check_dimension, value_problem
 
 __all__ = [
     "ABANDONED", "IMPORTED", "MODES", "OBSERVED", "PENDING", "RBF", "STOPPING_RULES",
-    "STRATEGIES", "SUGGESTED", "BatchInfo", "CandidateError", "ConfigError", "EngineConfig",
+    "STRATEGIES", "SUGGESTED", "BatchInfo", "CandidateError", "CapacityError", "ConfigError",
+    "EngineConfig",
     "EngineError", "EngineState", "Kernel", "Linear", "Matern52", "NumericalError",
     "SelectionError", "ExhaustedError", "Selection", "Strategy", "as_candidates",
     "check_dimension", "make_kernel", "value_problem",

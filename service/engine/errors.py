@@ -35,3 +35,7 @@ class ExhaustedError(SelectionError):
 
 class NumericalError(EngineError):
     """A factorisation failed; the message says which parameter to change."""
+
+
+class CapacityError(EngineError):
+    """A strategy would need more memory than it may hold (the exact GP's t x A matrix)."""

@@ -11,12 +11,18 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
+from .errors import CapacityError
 from .kernels import Kernel
 from .nystrom import JITTERS, jittered_cholesky
 
 #: The least lam, as a fraction of the largest k(x, x), at which the async mean is computed
 #: from the factor of every pulled selection (ExactPosterior._block_pays).
 SUBSET_LAM = 1e-7
+
+
+#: The most memory one exact posterior may hold (its W, t x A, and L, t x t, float64): a server
+#: keeps several studies' engines, and one GP-UCB study past it would take the process down.
+EXACT_MEMORY_BYTES = 2 * 2**30
 
 
 class ExactPosterior:
@@ -37,6 +43,14 @@ class ExactPosterior:
         if n < cap:
             return
         new_cap = max(16, 2 * cap)
+        needed = 8 * new_cap * (self._W.shape[1] + new_cap)  # W and L, float64
+        if needed > EXACT_MEMORY_BYTES:
+            raise CapacityError(
+                f"the exact GP keeps a t x A matrix: at t = {n + 1} over A = "
+                f"{self._W.shape[1]} candidates it would take {needed / 2**30:.1f} GiB, past "
+                f"its {EXACT_MEMORY_BYTES / 2**30:g} GiB; its selections so far are kept, but "
+                "it can make no more: go on in a new study with strategy bbkb (the Nystrom GP, "
+                "near-linear in t), importing these observations", field="strategy")
         W = np.zeros((new_cap, self._W.shape[1]))
         W[:n] = self._W[:n]
         L = np.zeros((new_cap, new_cap))

@@ -299,3 +299,22 @@ def test_the_exact_gp_floors_its_pivots_where_lam_is_below_rounding(strategy, mo
     X, f = smooth_problem(300, 2)
     _runs_and_restores(X, f, {"strategy": strategy, "seed": 0, "mode": mode} | config, 250,
                        1 if mode == "sync" else 5)
+
+
+def test_an_exact_gp_past_its_memory_refuses_to_grow_and_names_the_way_on(monkeypatch):
+    """GP-UCB keeps a t x A matrix; past EXACT_MEMORY_BYTES (2 GiB) one study would take the
+    server process down (it keeps several studies' engines). It refuses the selection that
+    would grow it, with its field and the way on, and its selections so far stand."""
+    from service.engine import CapacityError, exact
+
+    monkeypatch.setattr(exact, "EXACT_MEMORY_BYTES", 8 * 32 * (500 + 32))  # 16 rows fit
+    X, f = smooth_problem(n=500, d=2, seed=1)
+    strategy = Strategy(X, dict(strategy="gp-ucb", mode="async", seed=0,
+                                kernel={"name": "rbf", "lengthscale": 0.3}))
+    made = []
+    with pytest.raises(CapacityError, match=r"t = 33 over A = 500 .* strategy bbkb") as raised:
+        for _ in range(40):
+            (selection,) = strategy.ask(1)
+            made.append(selection)
+            strategy.tell(selection.t, float(f[selection.arm]))
+    assert raised.value.field == "strategy" and len(made) == 32
