@@ -15,8 +15,8 @@ router = APIRouter(prefix="/v1", tags=["account"])
 
 @router.get("/me")
 def get_account(caller: CallerDep, session: ReadSessionDep, settings: SettingsDep) -> Account:
-    """Who the key is (a worker checks its key with it) and how much of the owner's quotas its
-    studies and running dispatches use."""
+    """Who the key is (a script or worker can check its key with it) and how much of the
+    owner's quotas its studies and running dispatches use."""
     name = session.scalar(select(Owner.name).where(Owner.id == caller.owner))
     return Account(owner=name if name is not None else f"owner {caller.owner}",
                    scope=caller.scope, studies=quotas.studies_held(session, caller.owner),
