@@ -29,7 +29,14 @@ import time
 import traceback
 from typing import Any
 
-from client import AuthenticationError, Client, ConflictError, NotFoundError, ValidationError
+from client import (
+    Account,
+    AuthenticationError,
+    Client,
+    ConflictError,
+    NotFoundError,
+    ValidationError,
+)
 from client.client import MAX_DELAY
 
 from .objectives import BadValue, Refused, resolve, run
@@ -95,10 +102,15 @@ def _client() -> Client:
     return Client(retries=retries, backoff=backoff)
 
 
-def check_api() -> None:
+def check_api() -> Account | None:
     """Check the API and the credentials once, before taking jobs: one authenticated GET with
-    the retry budget. Raises AuthenticationError (401) or ServerUnavailable."""
-    _client().request("GET", "/v1/studies", params={"limit": 1})
+    the retry budget; the key's account (owner, scope), None from a server without ``/v1/me``.
+    Raises AuthenticationError (401) or ServerUnavailable."""
+    try:
+        return _client().account()
+    except NotFoundError:  # a server from before GET /v1/me
+        _client().request("GET", "/v1/studies", params={"limit": 1})
+        return None
 
 
 #: Set by the worker process on SIGTERM (warm shutdown): finish the evaluation in progress and

@@ -288,7 +288,7 @@ def _check_api() -> None:
 
     try:
         url = workers.job._client().url  # the SDK client (TLS, connection pool) before any job
-        workers.job.check_api()
+        _account[:] = [workers.job.check_api()]
     except AuthenticationError as exc:
         raise StartupError(f"the API at {url} refused the worker's key (BBKB_API_KEY or "
                            f"BBKB_API_KEY_FILE): {exc}") from exc
@@ -296,14 +296,25 @@ def _check_api() -> None:
         raise StartupError(f"the API (BBKB_URL) is unusable: {exc}") from exc
 
 
+#: The account of the worker's key (:func:`_check_api`; None from a server without /v1/me).
+_account: list[Any] = [None]
+
+
 def _ready(redis_url: str) -> None:
     """Log (info) that this worker process is ready: the queue, Redis and API it serves,
-    their passwords masked (the only sign of life at the default level until a job fails)."""
+    their passwords masked (the only sign of life at the default level until a job fails),
+    and whose key it holds; a warning if that is an owner key, where a worker key would do."""
     import workers.job
 
+    account, client = _account[0], workers.job._client()
     log.info("worker ready", extra={
-        "queue": QUEUE, "redis": masked_url(redis_url),
-        "api": masked_url(workers.job._client().url), "pid": os.getpid()})
+        "queue": QUEUE, "redis": masked_url(redis_url), "api": masked_url(client.url),
+        "pid": os.getpid(),
+        **({"owner": account.owner, "scope": account.scope} if account else {})})
+    if account is not None and client.api_key and account.scope == "owner":
+        log.warning(f"this worker holds an owner key of {account.owner!r}, which may create, "
+                    "pause, delete and dispatch studies; a worker key is enough: bbkb keys "
+                    f"create --owner {account.owner} --scope worker")
 
 
 def masked_url(url: str) -> str:
