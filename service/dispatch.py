@@ -231,8 +231,14 @@ class Dispatcher:
                 exhausted = False  # trials returned to the pool are still to hand out
         if remaining(plan, done, in_flight) <= 0 or exhausted:
             return in_flight == 0  # then the top-up marks the dispatch done
-        free = in_flight < int(plan.get("parallelism", 1))
-        return (not waiting and (free or not self.bounded)) if sync else free
+        return self._slots(plan, in_flight, sync) > 0 and not waiting
+
+    def _slots(self, plan: dict[str, Any], in_flight: int, sync: bool) -> int:
+        """How many trials a top-up may hand out: the dispatch's free slots, or a whole batch
+        (up to 10^4) in sync mode unless :attr:`bounded`."""
+        if sync and not self.bounded:
+            return 10_000
+        return int(plan.get("parallelism", 1)) - in_flight
 
     def _ask(self, session, runtime, study) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
         plan = study.dispatch or {}
@@ -243,9 +249,7 @@ class Dispatcher:
         if budget <= 0 and in_flight == 0:
             study.dispatch = {**plan, "status": "done"}
         sync = runtime.strategy.config.mode == "sync"
-        slots = (10_000 if sync and not self.bounded
-                 else int(plan.get("parallelism", 1)) - in_flight)
-        want = min(budget, slots)
+        want = min(budget, self._slots(plan, in_flight, sync))
         if want <= 0:
             return []
         try:

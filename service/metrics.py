@@ -9,11 +9,15 @@ from __future__ import annotations
 import logging
 import math
 import time
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .engine import BatchInfo
+
+if TYPE_CHECKING:
+    from .auth import Caller
 
 access_log = logging.getLogger("bbkb.access")
 #: The ASGI scope's entry where the API's auth dependency leaves the caller (service.auth.
@@ -96,14 +100,13 @@ class LatencyMiddleware:
                     **_who(scope.get(CALLER))})
 
 
-def _who(caller: object) -> dict[str, object]:
+def _who(caller: Caller | None) -> dict[str, object]:
     """Whose request it was: the owner's id, and the key's first characters and scope (keys
     list shows them; never the key)."""
     if caller is None:
         return {}
-    key = getattr(caller, "key", None)
-    return {"owner_id": getattr(caller, "owner", None),
-            **({"key": key, "scope": getattr(caller, "scope", None)} if key else {})}
+    return {"owner_id": caller.owner,
+            **({"key": caller.key, "scope": caller.scope} if caller.key else {})}
 
 
 def _ids(params: dict[str, object]) -> dict[str, object]:

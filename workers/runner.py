@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from redis import Redis
 
+    from client import Account
+
 QUEUE = "bbkb"
 log = logging.getLogger("bbkb.worker")  # workers.job's: one logger for the worker's own lines
 #: The signals a ``-n N`` parent (and ``bbkb demo``) takes for its worker processes: SIGHUP
@@ -79,7 +81,7 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
             if not Worker.announced:  # ready once a SIGTERM is a warm stop (before: killed)
                 Worker.announced = True
                 try:
-                    _ready(redis_url)
+                    _ready(redis_url, account)
                 except StopRequested:  # a stop as it logged, outside work()'s try: the
                     self._stop_requested = True  # loop's first check ends it (teardown runs)
 
@@ -131,7 +133,7 @@ def work(redis_url: str, burst: bool = False, parent: int | None = None) -> None
     _stops_survive_logging()
     _check_modules()
     connection = _redis(redis_url)
-    _check_api()
+    account = _check_api()
     try:
         while True:
             worker = None
@@ -281,14 +283,15 @@ def _redis(url: str) -> Redis:
     return connection
 
 
-def _check_api() -> None:
-    """The API answers an authenticated request with the worker's key (StartupError if not)."""
+def _check_api() -> Account | None:
+    """The API answers an authenticated request with the worker's key (StartupError if not):
+    its account (None from a server without GET /v1/me)."""
     import workers.job
     from client import AuthenticationError, BBKBError
 
     try:
         url = workers.job._client().url  # the SDK client (TLS, connection pool) before any job
-        _account[:] = [workers.job.check_api()]
+        return workers.job.check_api()
     except AuthenticationError as exc:
         raise StartupError(f"the API at {url} refused the worker's key (BBKB_API_KEY or "
                            f"BBKB_API_KEY_FILE): {exc}") from exc
@@ -296,17 +299,13 @@ def _check_api() -> None:
         raise StartupError(f"the API (BBKB_URL) is unusable: {exc}") from exc
 
 
-#: The account of the worker's key (:func:`_check_api`; None from a server without /v1/me).
-_account: list[Any] = [None]
-
-
-def _ready(redis_url: str) -> None:
+def _ready(redis_url: str, account: Account | None) -> None:
     """Log (info) that this worker process is ready: the queue, Redis and API it serves,
     their passwords masked (the only sign of life at the default level until a job fails),
     and whose key it holds; a warning if that is an owner key, where a worker key would do."""
     import workers.job
 
-    account, client = _account[0], workers.job._client()
+    client = workers.job._client()
     log.info("worker ready", extra={
         "queue": QUEUE, "redis": masked_url(redis_url), "api": masked_url(client.url),
         "pid": os.getpid(),

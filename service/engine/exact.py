@@ -18,8 +18,6 @@ from .nystrom import JITTERS, jittered_cholesky
 #: The least lam, as a fraction of the largest k(x, x), at which the async mean is computed
 #: from the factor of every pulled selection (ExactPosterior._block_pays).
 SUBSET_LAM = 1e-7
-
-
 #: The most memory one exact posterior may hold (its W, t x A, and L, t x t, float64): a server
 #: keeps several studies' engines, and one GP-UCB study past it would take the process down.
 EXACT_MEMORY_BYTES = 2 * 2**30

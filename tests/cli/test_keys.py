@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 
 from client import AuthenticationError, Client, PermissionDeniedError
 from service.api.app import create_app
-from service.auth import SHOWN, _digest
-from service.cli import main
+from service.auth import SCOPES, SHOWN, _digest
+from service.cli import SCOPE_OPTION, main
 from service.settings import Settings
 from service.store.database import make_engine, session_factory, transaction
 from service.store.models import ApiKey
@@ -69,6 +69,7 @@ def test_a_worker_key_reads_and_reports_but_creates_nothing(database, tmp_path, 
                 refused()
             assert raised.value.status_code == 403 and raised.value.field == "authorization"
         assert [s.name for s in Client(http=http, api_key=owner).studies()] == ["s"]
+    assert SCOPE_OPTION["choices"] == SCOPES  # the CLI's copy (its --help imports no SQL)
     with pytest.raises(SystemExit):  # argparse: an unknown scope
         main(["keys", "create", "--owner", "lab", "--scope", "admin"])
     assert "invalid choice: 'admin'" in capsys.readouterr().err
